@@ -1,0 +1,239 @@
+"""One Iceberg catalog, described once, opened by two engines.
+
+A :class:`CatalogConfig` is what an Airflow connection (or the embedded default lake) says
+about a catalog. From it come the properties of the PyIceberg catalog (planning, sensing,
+verifying: no JVM) and the Spark configuration of the *same* catalog (the jobs), so a table
+written through one face is read through the other. Pure logic: no Airflow, no Spark.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from typing import Any
+from urllib.parse import quote, urlsplit
+
+from airflow_lake_provider.exceptions import LakeConfigError
+
+CATALOG_KINDS = ("sql", "rest", "hive")
+SPARK_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
+_CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
+# Keys whose values are never put on a command line or in a log.
+_SECRET_KEY = re.compile(r"(password|secret|token|credential|private|access[-_.]?key)", re.IGNORECASE)
+
+
+def is_secret_key(key: str) -> bool:
+    """Whether a configuration key names a secret (its value must stay out of argv and logs)."""
+    return bool(_SECRET_KEY.search(key))
+
+
+@dataclass(frozen=True)
+class _SqlBackend:
+    """The database behind a SQL catalog, in the two spellings the two engines need."""
+
+    dialect: str  # "sqlite" or "postgresql"
+    sqlite_path: str | None = None
+    host: str | None = None
+    port: int | None = None
+    database: str | None = None
+
+    @classmethod
+    def parse(cls, uri: str) -> _SqlBackend:
+        raw = uri[len("jdbc:") :] if uri.startswith("jdbc:") else uri
+        scheme = raw.split(":", 1)[0].split("+", 1)[0].lower()
+        if scheme == "sqlite":
+            # sqlite:////abs/path.db (SQLAlchemy) or sqlite:/abs/path.db (JDBC)
+            path = re.sub(r"^sqlite:/*", "/", raw)
+            if not path.startswith("/") or path == "/" or "?" in path:
+                raise LakeConfigError(f"SQLite catalog URI {uri!r} must name an absolute file path.")
+            return cls("sqlite", sqlite_path=path)
+        if scheme in ("postgresql", "postgres"):
+            parts = urlsplit(raw.replace("postgres://", "postgresql://", 1))
+            if not parts.hostname or not parts.path.strip("/"):
+                raise LakeConfigError(
+                    f"PostgreSQL catalog URI {uri!r} must look like postgresql://HOST:PORT/DATABASE."
+                )
+            if parts.username or parts.password:
+                raise LakeConfigError(
+                    "Put the catalog database user and password in the connection's Login and "
+                    "Password fields, not in the URI (the URI is not treated as a secret)."
+                )
+            return cls("postgresql", host=parts.hostname, port=parts.port or 5432, database=parts.path.strip("/"))
+        raise LakeConfigError(
+            f"SQL catalog URI {uri!r} is not supported: use sqlite:////ABS/PATH.db or "
+            "postgresql://HOST:PORT/DATABASE (a jdbc: prefix is accepted too)."
+        )
+
+    def sqlalchemy_uri(self, user: str | None, password: str | None) -> str:
+        if self.dialect == "sqlite":
+            return f"sqlite:///{self.sqlite_path}"
+        auth = ""
+        if user:
+            auth = quote(user, safe="") + (f":{quote(password, safe='')}" if password else "") + "@"
+        return f"postgresql+psycopg2://{auth}{self.host}:{self.port}/{self.database}"
+
+    def jdbc_uri(self) -> str:
+        if self.dialect == "sqlite":
+            return f"jdbc:sqlite:{self.sqlite_path}"
+        return f"jdbc:postgresql://{self.host}:{self.port}/{self.database}"
+
+
+def _spark_warehouse(warehouse: str) -> str:
+    # Hadoop prefers file:/abs; PyIceberg prefers file:///abs. Both name the same directory.
+    return re.sub(r"^file:/+", "file:/", warehouse)
+
+
+@dataclass(frozen=True)
+class CatalogConfig:
+    """Everything needed to open one Iceberg catalog from PyIceberg and from Spark.
+
+    :param name: the catalog's name; also the Spark catalog name (``lake.db.table``).
+    :param kind: ``sql`` (SQLite or PostgreSQL database), ``rest`` or ``hive``.
+    :param uri: database URI (sql), REST endpoint (rest) or ``thrift://`` metastore (hive).
+    :param warehouse: root location of table data, e.g. ``file:///data/warehouse`` or ``s3://bucket/wh``.
+    :param user: database user (sql) or OAuth client id (rest).
+    :param password: database password (sql) or token / client secret (rest). Secret.
+    :param properties: extra catalog properties given to both engines.
+    :param pyiceberg_properties: extra properties for the PyIceberg face only.
+    :param spark_properties: extra catalog properties for the Spark face only (unprefixed).
+    :param spark_conf: extra raw Spark configuration (``spark.hadoop.fs.s3a.endpoint`` ...).
+    """
+
+    name: str
+    kind: str
+    uri: str
+    warehouse: str | None = None
+    user: str | None = None
+    password: str | None = field(default=None, repr=False)
+    properties: dict[str, str] = field(default_factory=dict)
+    pyiceberg_properties: dict[str, str] = field(default_factory=dict)
+    spark_properties: dict[str, str] = field(default_factory=dict)
+    spark_conf: dict[str, str] = field(default_factory=dict)
+
+    def __post_init__(self) -> None:
+        self.validate()
+
+    # -- validation -------------------------------------------------------------------------
+    def validate(self) -> None:
+        """Refuse a catalog description that cannot work, with a message that says why."""
+        if not isinstance(self.name, str) or not _CATALOG_NAME.match(self.name):
+            raise LakeConfigError(
+                f"Catalog name {self.name!r} is invalid: use letters, digits and '_' (for example 'lake')."
+            )
+        if self.kind not in CATALOG_KINDS:
+            raise LakeConfigError(
+                f"Unknown catalog kind {self.kind!r}: expected one of {', '.join(CATALOG_KINDS)}."
+            )
+        if not self.uri:
+            raise LakeConfigError(f"The {self.kind} catalog {self.name!r} needs a URI.")
+        if self.kind == "sql":
+            _SqlBackend.parse(self.uri)
+            if not self.warehouse:
+                raise LakeConfigError(
+                    f"The SQL catalog {self.name!r} needs a warehouse location (for example "
+                    "file:///data/warehouse): it is where new tables' files go."
+                )
+        elif self.kind == "rest":
+            if urlsplit(self.uri).scheme not in ("http", "https"):
+                raise LakeConfigError(f"REST catalog URI {self.uri!r} must start with http:// or https://.")
+        elif self.kind == "hive":
+            if urlsplit(self.uri).scheme != "thrift":
+                raise LakeConfigError(f"Hive metastore URI {self.uri!r} must start with thrift://.")
+            if not self.warehouse:
+                raise LakeConfigError(f"The Hive catalog {self.name!r} needs a warehouse location.")
+        for label, mapping in (
+            ("properties", self.properties),
+            ("pyiceberg_properties", self.pyiceberg_properties),
+            ("spark_properties", self.spark_properties),
+            ("spark_conf", self.spark_conf),
+        ):
+            if not isinstance(mapping, dict):
+                raise LakeConfigError(f"Catalog {label} must be a JSON object, got {type(mapping).__name__}.")
+        for key in self.spark_conf:
+            if not str(key).startswith("spark."):
+                raise LakeConfigError(f"spark_conf key {key!r} must start with 'spark.'.")
+
+    @property
+    def sql_backend(self) -> _SqlBackend | None:
+        return _SqlBackend.parse(self.uri) if self.kind == "sql" else None
+
+    @property
+    def jdbc_driver(self) -> str | None:
+        """``sqlite`` or ``postgresql``: the JDBC driver Spark needs for this catalog, if any."""
+        backend = self.sql_backend
+        return backend.dialect if backend else None
+
+    # -- the PyIceberg face -----------------------------------------------------------------
+    def pyiceberg_catalog_properties(self) -> dict[str, str]:
+        """Properties for ``pyiceberg.catalog.load_catalog(name, **props)``."""
+        props: dict[str, str] = {"type": self.kind}
+        if self.kind == "sql":
+            props["uri"] = self.sql_backend.sqlalchemy_uri(self.user, self.password)
+        else:
+            props["uri"] = self.uri
+        if self.warehouse:
+            props["warehouse"] = self.warehouse
+        if self.kind == "rest":
+            if self.user and self.password:
+                props["credential"] = f"{self.user}:{self.password}"
+            elif self.password:
+                props["token"] = self.password
+        props.update({str(k): str(v) for k, v in self.properties.items()})
+        props.update({str(k): str(v) for k, v in self.pyiceberg_properties.items()})
+        return props
+
+    # -- the Spark face ---------------------------------------------------------------------
+    def spark_catalog_conf(self) -> dict[str, str]:
+        """Spark SQL configuration that registers this catalog under its name, secrets included.
+
+        Pass it to a session builder or a properties file with restricted permissions, never
+        as ``--conf`` arguments (they are visible in the process list).
+        """
+        prefix = f"spark.sql.catalog.{self.name}"
+        catalog: dict[str, str] = {"cache-enabled": "false"}
+        if self.kind == "sql":
+            backend = self.sql_backend
+            catalog.update(
+                {
+                    "type": "jdbc",
+                    "uri": backend.jdbc_uri(),
+                    # The layout PyIceberg's SqlCatalog creates (with the iceberg_type column).
+                    "jdbc.schema-version": "V1",
+                }
+            )
+            if backend.dialect == "sqlite":
+                # With the default (true), Iceberg's existence check leaves a query open and holds
+                # a SQLite lock for the JVM's life; the tables are created through PyIceberg first.
+                catalog["jdbc.init-catalog-tables"] = "false"
+            if self.user:
+                catalog["jdbc.user"] = self.user
+            if self.password:
+                catalog["jdbc.password"] = self.password
+        elif self.kind == "rest":
+            catalog.update({"type": "rest", "uri": self.uri})
+            if self.user and self.password:
+                catalog["credential"] = f"{self.user}:{self.password}"
+            elif self.password:
+                catalog["token"] = self.password
+        else:
+            catalog.update({"type": "hive", "uri": self.uri})
+        if self.warehouse:
+            catalog["warehouse"] = _spark_warehouse(self.warehouse)
+        catalog.update({str(k): str(v) for k, v in self.properties.items()})
+        catalog.update({str(k): str(v) for k, v in self.spark_properties.items()})
+        conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
+        conf.update({f"{prefix}.{key}": value for key, value in catalog.items()})
+        conf["spark.sql.extensions"] = SPARK_EXTENSIONS
+        conf.update({str(k): str(v) for k, v in self.spark_conf.items()})
+        return conf
+
+    def secret_values(self) -> list[str]:
+        """Every secret value this config holds, for masking and for tests that look for leaks."""
+        secrets = [self.password] if self.password else []
+        for mapping in (self.properties, self.pyiceberg_properties, self.spark_properties, self.spark_conf):
+            secrets += [str(v) for k, v in mapping.items() if is_secret_key(str(k)) and v]
+        return secrets
+
+    def describe(self) -> dict[str, Any]:
+        """A log- and XCom-safe description (no secrets)."""
+        return {"name": self.name, "kind": self.kind, "uri": self.uri, "warehouse": self.warehouse}

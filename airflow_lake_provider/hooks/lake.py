@@ -1,0 +1,194 @@
+"""The catalog hook: one Airflow connection, one Iceberg catalog, two faces.
+
+* :meth:`IcebergLakeHook.get_catalog` gives a PyIceberg catalog: planning, sensing and
+  verifying run in the Airflow worker without a JVM.
+* :meth:`IcebergLakeHook.spark_catalog_conf` and :meth:`IcebergLakeHook.spark_jars` give
+  the Spark side of the *same* catalog, for the jobs submitted by
+  :class:`~airflow_lake_provider.hooks.spark_job.LakeSparkJobHook`.
+
+With no connection under the default id ``lake_default``, the hook opens the embedded lake
+under ``$LAKE_HOME`` (see :mod:`airflow_lake_provider.lake`).
+"""
+
+from __future__ import annotations
+
+import json
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseHook
+from airflow.sdk.exceptions import AirflowNotFoundException
+
+from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig
+from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
+from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.jars import resolve_jars
+from airflow_lake_provider.lake import embedded_catalog_config
+
+_INSTALL_HINT = {
+    "sql": "pip install 'pyiceberg[sql-sqlite]' (SQLite) or 'pyiceberg[sql-postgres]' (PostgreSQL)",
+    "hive": "pip install 'pyiceberg[hive]'",
+    "rest": "pip install pyiceberg",
+}
+
+
+def _json_object(value: Any, field: str) -> dict[str, Any]:
+    if value in (None, ""):
+        return {}
+    if isinstance(value, str):
+        try:
+            value = json.loads(value)
+        except json.JSONDecodeError as error:
+            raise LakeConfigError(f"Connection field {field!r} is not valid JSON: {error.msg}.") from None
+    if not isinstance(value, dict):
+        raise LakeConfigError(f"Connection field {field!r} must be a JSON object.")
+    return value
+
+
+def _json_list(value: Any, field: str) -> list[str]:
+    if value in (None, ""):
+        return []
+    if isinstance(value, str):
+        value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",") if v.strip()]
+    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
+        raise LakeConfigError(f"Connection field {field!r} must be a list of strings.")
+    return value
+
+
+class IcebergLakeHook(BaseHook):
+    """Opens the Iceberg catalog an Airflow connection describes, from PyIceberg and from Spark.
+
+    :param lake_conn_id: the connection (type ``iceberg_lake``). When it is the default
+        ``lake_default`` and no such connection exists, the embedded lake is used.
+    """
+
+    conn_name_attr = "lake_conn_id"
+    default_conn_name = "lake_default"
+    conn_type = "iceberg_lake"
+    hook_name = "Iceberg Lake"
+
+    def __init__(self, lake_conn_id: str = default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lake_conn_id = lake_conn_id
+
+    # -- configuration ----------------------------------------------------------------------
+    @cached_property
+    def _extra(self) -> dict[str, Any]:
+        return self._connection_and_extra[1]
+
+    @cached_property
+    def _connection_and_extra(self) -> tuple[Any, dict[str, Any]]:
+        try:
+            conn = self.get_connection(self.lake_conn_id)
+        except AirflowNotFoundException:
+            if self.lake_conn_id == self.default_conn_name:
+                return None, {}
+            raise LakeConfigError(
+                f"Connection {self.lake_conn_id!r} does not exist. Create it (type 'iceberg_lake'), or "
+                f"leave lake_conn_id at {self.default_conn_name!r} to use the embedded lake."
+            ) from None
+        return conn, conn.extra_dejson
+
+    @cached_property
+    def config(self) -> CatalogConfig:
+        """The catalog this hook opens, validated (no engine is started to do it)."""
+        conn, extra = self._connection_and_extra
+        if conn is None:
+            self.log.info("No connection %r: using the embedded lake.", self.lake_conn_id)
+            return embedded_catalog_config()
+        kind = extra.get("catalog_kind") or "sql"
+        if kind not in CATALOG_KINDS:
+            raise LakeConfigError(
+                f"Connection {self.lake_conn_id!r}: unknown catalog kind {kind!r}; expected one of "
+                f"{', '.join(CATALOG_KINDS)}."
+            )
+        config = CatalogConfig(
+            name=extra.get("catalog_name") or "lake",
+            kind=kind,
+            uri=conn.host or extra.get("uri") or "",
+            warehouse=extra.get("warehouse") or None,
+            user=conn.login or None,
+            password=conn.password or None,
+            properties=_json_object(extra.get("properties"), "properties"),
+            pyiceberg_properties=_json_object(extra.get("pyiceberg_properties"), "pyiceberg_properties"),
+            spark_properties=_json_object(extra.get("spark_properties"), "spark_properties"),
+            spark_conf=_json_object(extra.get("spark_conf"), "spark_conf"),
+        )
+        self._mask(config)
+        return config
+
+    @staticmethod
+    def _mask(config: CatalogConfig) -> None:
+        from airflow.sdk.log import mask_secret
+
+        for secret in config.secret_values():
+            mask_secret(secret)
+
+    # -- the PyIceberg face -----------------------------------------------------------------
+    @cached_property
+    def catalog(self):
+        """The PyIceberg catalog, built once per hook."""
+        return self.get_catalog()
+
+    def get_catalog(self):
+        from pyiceberg.catalog import load_catalog
+
+        config = self.config
+        try:
+            return load_catalog(config.name, **config.pyiceberg_catalog_properties())
+        except (ImportError, ModuleNotFoundError) as error:
+            raise LakeConfigError(
+                f"The {config.kind} catalog needs an optional dependency ({error}): {_INSTALL_HINT[config.kind]}."
+            ) from None
+        except Exception as error:
+            raise LakeConfigError(
+                f"Cannot open catalog {config.name!r} ({config.kind} at {config.uri}): {type(error).__name__}: {error}"
+            ) from None
+
+    def load_table(self, table: str | TableIdentifier):
+        """The PyIceberg table, or :class:`LakeTableNotFound` naming what exists instead."""
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        ident = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
+        try:
+            return self.catalog.load_table(ident.dotted)
+        except (NoSuchTableError, NoSuchNamespaceError):
+            raise LakeTableNotFound(
+                f"Table {ident.dotted!r} does not exist in catalog {self.config.name!r}"
+                f" ({self.config.uri})."
+            ) from None
+
+    # -- the Spark face ---------------------------------------------------------------------
+    def spark_catalog_conf(self) -> dict[str, str]:
+        """Spark configuration registering this catalog; contains secrets, keep it off argv."""
+        return self.config.spark_catalog_conf()
+
+    def spark_jars(self, extra_jars: list[str] | None = None) -> list[str]:
+        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver."""
+        jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
+        return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages())
+
+    def spark_packages(self) -> list[str]:
+        """Maven coordinates to resolve at submit time (only where Maven can be reached)."""
+        return _json_list(self._extra.get("spark_packages"), "spark_packages")
+
+    # -- Airflow UI -------------------------------------------------------------------------
+    def test_connection(self) -> tuple[bool, str]:
+        """What the UI's Test button shows: whether the catalog answers, and what it holds."""
+        try:
+            catalog = self.get_catalog()
+            namespaces = catalog.list_namespaces()
+            tables = sum(len(catalog.list_tables(ns)) for ns in namespaces)
+        except Exception as error:  # the message is the point: show it to the user
+            return False, f"{type(error).__name__}: {error}"
+        return True, (
+            f"Connected to {self.config.kind} catalog {self.config.name!r}. "
+            f"Found {len(namespaces)} namespaces and {tables} tables."
+        )
+
+    @classmethod
+    def get_ui_field_behaviour(cls) -> dict[str, Any]:
+        """Form layout for Airflow versions that still read it from the hook."""
+        from airflow_lake_provider.get_provider_info import CONNECTION_UI_FIELD_BEHAVIOUR
+
+        return CONNECTION_UI_FIELD_BEHAVIOUR

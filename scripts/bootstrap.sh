@@ -1,0 +1,51 @@
+#!/usr/bin/env bash
+# Installs everything `make demo` and `make test` need. Safe and quick to run again:
+# each step checks first and does nothing when its part is already there.
+set -euo pipefail
+cd "$(dirname "$0")/.."
+
+VENV=.venv
+PYTHON_BIN=${PYTHON:-python3.11}
+DEBIAN_PACKAGES=(openjdk-17-jre-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql)
+
+missing_debian=()
+command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || missing_debian+=(openjdk-17-jre-headless)
+[ -f /usr/share/java/sqlite-jdbc.jar ] || missing_debian+=(libxerial-sqlite-jdbc-java)
+[ -f /usr/share/java/postgresql.jar ] || missing_debian+=(libpostgresql-jdbc-java)
+ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_debian+=(postgresql)
+if [ ${#missing_debian[@]} -gt 0 ]; then
+  if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
+    echo "bootstrap: installing Debian packages: ${missing_debian[*]}"
+    apt-get update -qq
+    DEBIAN_FRONTEND=noninteractive apt-get install -y -qq "${missing_debian[@]}" >/dev/null
+  else
+    echo "bootstrap: missing system packages: ${missing_debian[*]}" >&2
+    echo "bootstrap: install them as root: apt-get install ${DEBIAN_PACKAGES[*]}" >&2
+    exit 1
+  fi
+fi
+
+if ! command -v "$PYTHON_BIN" >/dev/null; then
+  PYTHON_BIN=python3
+fi
+if [ ! -x "$VENV/bin/python" ]; then
+  echo "bootstrap: creating $VENV with $($PYTHON_BIN --version)"
+  "$PYTHON_BIN" -m venv "$VENV"
+fi
+
+# Reinstall only when the dependency files changed since the last install.
+stamp_value=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
+stamp_file="$VENV/.lake-installed"
+if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
+  echo "bootstrap: installing Python packages into $VENV (pyspark builds from source: about a minute)"
+  log=$(mktemp)
+  if ! { "$VENV/bin/pip" install --upgrade pip \
+         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[test,postgres]" \
+         && "$VENV/bin/pip" check; } >"$log" 2>&1; then
+    tail -40 "$log" >&2
+    echo "bootstrap: pip install failed (full log: $log)" >&2
+    exit 1
+  fi
+  rm -f "$log"
+  echo "$stamp_value" > "$stamp_file"
+fi
