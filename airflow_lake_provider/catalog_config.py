@@ -42,8 +42,9 @@ class _SqlBackend:
         raw = uri[len("jdbc:") :] if uri.startswith("jdbc:") else uri
         scheme = raw.split(":", 1)[0].split("+", 1)[0].lower()
         if scheme == "sqlite":
-            # sqlite:////abs/path.db (SQLAlchemy) or sqlite:/abs/path.db (JDBC)
-            path = re.sub(r"^sqlite:/*", "/", raw)
+            # sqlite:////abs/path.db (SQLAlchemy) or jdbc:sqlite:/abs/path.db (JDBC)
+            is_jdbc = uri.startswith("jdbc:")
+            path = raw[len("sqlite:") :] if is_jdbc else raw[len("sqlite:///") :] if raw.startswith("sqlite:///") else ""
             if not path.startswith("/") or path == "/" or "?" in path:
                 raise LakeConfigError(f"SQLite catalog URI {uri!r} must name an absolute file path.")
             return cls("sqlite", sqlite_path=path)

@@ -169,6 +169,9 @@ class LakeSparkJobHook(BaseHook):
         if job not in JOB_NAMES:
             raise LakeConfigError(f"Unknown job {job!r}; known jobs: {', '.join(JOB_NAMES)}.")
         args = args or {}
+        # Opening the catalog here checks it answers before a JVM starts, and on SQLite creates
+        # the catalog tables Spark expects to find (it is told not to create them itself).
+        self.lake_hook.catalog
         json.dumps(args)  # fail here, not in the driver, if the args cannot travel as JSON
         catalog_name = self.lake_hook.config.name
         jars = self.lake_hook.spark_jars(self.jars)

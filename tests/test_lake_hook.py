@@ -1,0 +1,129 @@
+"""The catalog hook: connections in, a working PyIceberg catalog out; bad connections fail early."""
+
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+
+import pytest
+
+from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+
+
+def _set_connection(monkeypatch, conn_id: str, **fields) -> None:
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps({"conn_type": "iceberg_lake", **fields}))
+
+
+def test_default_connection_is_the_embedded_lake(lake_home):
+    hook = IcebergLakeHook()
+    assert hook.config.uri == f"sqlite:///{lake_home}/catalog.db"
+    ok, message = hook.test_connection()
+    assert ok, message
+    assert message.startswith("Connected to sql catalog 'lake'")
+    assert (lake_home / "catalog.db").is_file()
+
+
+def test_connection_json_format(monkeypatch, tmp_path):
+    _set_connection(
+        monkeypatch, "my_lake",
+        host=f"sqlite:///{tmp_path}/cat.db",
+        extra={"catalog_name": "analytics", "catalog_kind": "sql", "warehouse": f"file://{tmp_path}/wh",
+               "properties": {"write.format.default": "parquet"}},
+    )
+    hook = IcebergLakeHook("my_lake")
+    assert hook.config.name == "analytics"
+    catalog = hook.get_catalog()
+    catalog.create_namespace("sales")
+    ok, message = hook.test_connection()
+    assert ok and "Found 1 namespaces and 0 tables" in message
+
+
+def test_missing_named_connection(monkeypatch):
+    with pytest.raises(LakeConfigError, match="Connection 'nope' does not exist"):
+        IcebergLakeHook("nope").config
+
+
+@pytest.mark.parametrize(
+    ("fields", "message"),
+    [
+        ({"host": "http://x", "extra": {"catalog_kind": "glue"}}, "unknown catalog kind 'glue'"),
+        ({"host": "sqlite:////tmp/x.db", "extra": {"catalog_kind": "sql"}}, "needs a warehouse"),
+        ({"host": "sqlite:////tmp/x.db", "extra": {"warehouse": "file:///tmp/w", "properties": "{not json"}}, "not valid JSON"),
+    ],
+)
+def test_bad_connections_fail_before_spark(monkeypatch, fields, message):
+    _set_connection(monkeypatch, "bad_lake", **fields)
+    job_hook = LakeSparkJobHook(lake_hook=IcebergLakeHook("bad_lake"))
+    with pytest.raises(LakeConfigError, match=message):
+        job_hook.run_job("sql", {"statements": ["SELECT 1"]})
+    assert job_hook._submit_hook is None  # nothing was submitted: no JVM started
+
+
+def test_unreachable_catalog_database_fails_before_spark(monkeypatch):
+    # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
+    _set_connection(
+        monkeypatch, "down_lake", host="postgresql://127.0.0.1:9/lake", login="u", password="pw-unreachable",
+        extra={"warehouse": "file:///tmp/wh"},
+    )
+    hook = IcebergLakeHook("down_lake")
+    ok, message = hook.test_connection()
+    assert not ok and "127.0.0.1" in message
+    job_hook = LakeSparkJobHook(lake_hook=hook)
+    with pytest.raises(LakeConfigError, match="Cannot open catalog 'lake'"):
+        job_hook.run_job("sql", {"statements": ["SELECT 1"]})
+    assert job_hook._submit_hook is None
+
+
+def test_unreachable_sqlite_path(monkeypatch):
+    _set_connection(monkeypatch, "gone_lake", host="sqlite:////nonexistent/dir/c.db", extra={"warehouse": "file:///tmp/w"})
+    with pytest.raises(LakeConfigError, match="Cannot open catalog"):
+        IcebergLakeHook("gone_lake").get_catalog()
+
+
+def test_missing_table_is_named(lake_hook, namespace):
+    with pytest.raises(LakeTableNotFound, match=f"'{namespace}.ghost' does not exist in catalog 'lake'"):
+        lake_hook.load_table(f"{namespace}.ghost")
+
+
+def test_missing_jar_override_is_reported(monkeypatch):
+    monkeypatch.setenv("LAKE_ICEBERG_RUNTIME_JAR", "/nonexistent/iceberg.jar")
+    with pytest.raises(LakeConfigError, match="LAKE_ICEBERG_RUNTIME_JAR"):
+        IcebergLakeHook().spark_jars()
+
+
+def test_user_jars_and_packages_replace_the_bundled_runtime(monkeypatch, tmp_path):
+    jar = tmp_path / "iceberg-spark-runtime-3.5_2.12-9.9.9.jar"
+    jar.write_bytes(b"")
+    _set_connection(monkeypatch, "own_jars", host=f"sqlite:///{tmp_path}/c.db",
+                    extra={"warehouse": f"file://{tmp_path}/w", "spark_jars": str(jar)})
+    jars = IcebergLakeHook("own_jars").spark_jars()
+    assert jars[0] == str(jar) and not any("snowpark" in j for j in jars)
+    _set_connection(monkeypatch, "maven", host=f"sqlite:///{tmp_path}/c.db",
+                    extra={"warehouse": f"file://{tmp_path}/w",
+                           "spark_packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"})
+    hook = IcebergLakeHook("maven")
+    assert hook.spark_packages() == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"]
+    assert hook.spark_jars() == ["/usr/share/java/sqlite-jdbc.jar"]
+
+
+def test_provider_is_registered_with_airflow():
+    env = os.environ.copy()
+    listed = subprocess.run([sys.executable, "-m", "airflow", "providers", "list"], capture_output=True, text=True, env=env)
+    assert "airflow-lake-provider" in listed.stdout
+    hooks = subprocess.run([sys.executable, "-m", "airflow", "providers", "hooks"], capture_output=True, text=True, env=env)
+    assert "iceberg_lake" in hooks.stdout and "IcebergLakeHook" in hooks.stdout
+
+
+def test_connection_form_is_declared_in_provider_info():
+    from airflow_lake_provider.get_provider_info import get_provider_info
+
+    info = get_provider_info()
+    conn = info["connection-types"][0]
+    assert conn["connection-type"] == "iceberg_lake"
+    assert conn["ui-field-behaviour"]["relabeling"]["host"] == "Catalog URI"
+    assert set(conn["conn-fields"]) >= {"catalog_name", "catalog_kind", "warehouse", "properties"}
+    assert conn["conn-fields"]["catalog_kind"]["schema"]["enum"] == ["sql", "rest", "hive"]
