@@ -81,6 +81,17 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "operators": [
+            {
+                "integration-name": "Iceberg Lake",
+                "python-modules": [
+                    "airflow_lake_provider.operators.plan",
+                    "airflow_lake_provider.operators.rewrite",
+                    "airflow_lake_provider.operators.expire",
+                    "airflow_lake_provider.operators.clean",
+                ],
+            }
+        ],
         "integrations": [
             {
                 "integration-name": "Iceberg Lake",

@@ -137,7 +137,7 @@ class LakeSparkJobHook(BaseHook):
 
     def _launch_conf(self, is_local: bool, work_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
         """Split the configuration into what goes on the command line and what goes in the spec."""
-        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.sql.warehouse.dir": str(work_dir / "spark-warehouse")}
+        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.warehouse.dir": str(work_dir / "spark-warehouse")}
         if is_local:
             launch.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
             log_config = work_dir / "log4j2.properties"

@@ -34,6 +34,7 @@ def local_session(session_conf: dict[str, str], *, jars: list[str], warehouse_di
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
+        .config("spark.ui.showConsoleProgress", "false")
         .config("spark.sql.shuffle.partitions", "4")
         .config("spark.sql.warehouse.dir", warehouse_dir)
     )

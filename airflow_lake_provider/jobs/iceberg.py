@@ -1,0 +1,73 @@
+"""Iceberg's Java API from PySpark (py4j): what the jobs share.
+
+The Java actions API gives what SQL ``CALL`` cannot: our own snapshot summary properties on
+every commit, per-file-group results, explicit snapshot IDs to expire, and a dry-run delete
+function for orphan files.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+
+def load_table(spark, catalog: str, table: str):
+    """The Java ``org.apache.iceberg.Table`` for ``catalog.table``, freshly loaded."""
+    jvm = spark.sparkContext._jvm
+    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"{catalog}.{table}")
+
+
+def actions(spark):
+    return spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+
+
+def current_snapshot_id(jtable) -> int | None:
+    jtable.refresh()
+    snapshot = jtable.currentSnapshot()
+    return int(snapshot.snapshotId()) if snapshot is not None else None
+
+
+def is_ancestor(spark, jtable, snapshot_id: int) -> bool:
+    """Whether ``snapshot_id`` is the current snapshot of main or one of its ancestors."""
+    current = current_snapshot_id(jtable)
+    if current is None:
+        return False
+    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    return bool(util.isAncestorOf(jtable, current, snapshot_id))
+
+
+def snapshots_after(jtable, snapshot_id: int | None) -> list[Any]:
+    """Snapshots on main committed after ``snapshot_id``, oldest first."""
+    jtable.refresh()
+    found = []
+    snapshot = jtable.currentSnapshot()
+    while snapshot is not None and (snapshot_id is None or int(snapshot.snapshotId()) != snapshot_id):
+        found.append(snapshot)
+        parent = snapshot.parentId()
+        snapshot = jtable.snapshot(parent) if parent is not None else None
+    return list(reversed(found))
+
+
+def summary(snapshot) -> dict[str, str]:
+    return {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+
+
+def partition_path(jtable, spec_id: int, partition) -> str:
+    """A partition as Iceberg writes it in paths (``day=2026-01-01``): stable across engines."""
+    spec = jtable.specs().get(spec_id)
+    if spec is None or spec.isUnpartitioned():
+        return ""
+    return str(spec.partitionToPath(partition))
+
+
+def java_string_array(spark, values: list[str]):
+    gateway = spark.sparkContext._gateway
+    array = gateway.new_array(gateway.jvm.java.lang.String, len(values))
+    for index, value in enumerate(values):
+        array[index] = value
+    return array
+
+
+def with_properties(action, properties: dict[str, str]):
+    for key, value in properties.items():
+        action = action.snapshotProperty(key, str(value))
+    return action

@@ -1,0 +1,134 @@
+"""What every maintenance operator shares: the two hooks, Airflow run tags, table checks."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator
+
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.identifiers import TableIdentifier
+
+# Snapshot summary properties naming the Airflow run that made a commit. A retried task finds
+# its own earlier commit by them instead of doing the work twice.
+RUN_PROPERTY_PREFIX = "airflow."
+
+
+def run_properties(context: Any) -> dict[str, str]:
+    ti = context["ti"]
+    return {
+        f"{RUN_PROPERTY_PREFIX}dag-id": ti.dag_id,
+        f"{RUN_PROPERTY_PREFIX}run-id": ti.run_id,
+        f"{RUN_PROPERTY_PREFIX}task-id": ti.task_id,
+        f"{RUN_PROPERTY_PREFIX}map-index": str(ti.map_index),
+    }
+
+
+def snapshot_ids_from(value: Any) -> list[int]:
+    """Snapshot IDs from what upstream tasks hand over: ints, strings, lists, or step results.
+
+    A step result (dict) contributes every key that names snapshots it acted on or produced
+    (``snapshot_id``, ``snapshot_id_after``, ``committed_snapshot_ids``...).
+    """
+    if value is None or value == "" or value == "None":
+        return []
+    if isinstance(value, bool):
+        raise LakeConfigError(f"{value!r} is not a snapshot ID.")
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith(("[", "{")):
+            try:
+                return snapshot_ids_from(json.loads(text))
+            except json.JSONDecodeError:
+                raise LakeConfigError(f"Cannot read snapshot IDs from {value!r}.") from None
+        if text.lstrip("-").isdigit():
+            return [int(text)]
+        raise LakeConfigError(f"{value!r} is not a snapshot ID (a 64-bit integer).")
+    if isinstance(value, dict):
+        ids: list[int] = []
+        for key in ("snapshot_id", "snapshot_id_after", "committed_snapshot_ids"):
+            ids += snapshot_ids_from(value.get(key))
+        return ids
+    if isinstance(value, Sequence):
+        return [sid for item in value for sid in snapshot_ids_from(item)]
+    raise LakeConfigError(f"Cannot read snapshot IDs from a {type(value).__name__}.")
+
+
+class LakeMaintenanceOperator(BaseOperator):
+    """Base of the maintenance operators: catalog connection, Spark settings, the job hook.
+
+    :param table: the table, ``namespace.table`` (templated).
+    :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake.
+    :param spark_conn_id: the apache-spark connection; missing means ``local[*]``.
+    :param spark_conf: extra Spark configuration for the job (templated).
+    :param jars: extra jars for the job.
+    :param driver_memory: spark-submit ``--driver-memory``.
+    :param executor_memory: spark-submit ``--executor-memory``.
+    :param deploy_mode: ``client`` (default) or ``cluster`` (then set ``result_location``).
+    :param result_location: shared directory URI for job results in cluster mode.
+    """
+
+    template_fields: Sequence[str] = ("table", "spark_conf")
+    ui_color = "#cfe8fc"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        lake_conn_id: str = IcebergLakeHook.default_conn_name,
+        spark_conn_id: str = "spark_default",
+        spark_conf: dict[str, Any] | None = None,
+        jars: list[str] | None = None,
+        driver_memory: str | None = None,
+        executor_memory: str | None = None,
+        deploy_mode: str | None = None,
+        result_location: str | None = None,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.table = table
+        self.lake_conn_id = lake_conn_id
+        self.spark_conn_id = spark_conn_id
+        self.spark_conf = spark_conf
+        self.jars = jars
+        self.driver_memory = driver_memory
+        self.executor_memory = executor_memory
+        self.deploy_mode = deploy_mode
+        self.result_location = result_location
+        self._job_hook: LakeSparkJobHook | None = None
+
+    @cached_property
+    def lake_hook(self) -> IcebergLakeHook:
+        return IcebergLakeHook(self.lake_conn_id)
+
+    @property
+    def table_identifier(self) -> TableIdentifier:
+        return TableIdentifier.parse(self.table)
+
+    def load_table(self):
+        """The PyIceberg table (validates the name first; no JVM)."""
+        return self.lake_hook.load_table(self.table_identifier)
+
+    def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
+        self._job_hook = LakeSparkJobHook(
+            lake_hook=self.lake_hook,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf=self.spark_conf,
+            jars=self.jars,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            deploy_mode=self.deploy_mode,
+            result_location=self.result_location,
+        )
+        return self._job_hook.run_job(job, args)
+
+    def on_kill(self) -> None:
+        if self._job_hook is not None:
+            self._job_hook.on_kill()

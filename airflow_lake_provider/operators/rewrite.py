@@ -1,0 +1,236 @@
+"""Rewrite (compact) the planned data files in one Spark application."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
+from airflow_lake_provider.planning import RewriteOptions
+from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage
+
+STRATEGIES = ("binpack", "sort", "zorder")
+
+
+def _summary_int(snapshot, key: str) -> int:
+    return int((snapshot.summary.get(key) if snapshot.summary else None) or 0)
+
+
+class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
+    """Compact the planned partitions of a table with Iceberg's ``RewriteDataFiles`` in Spark.
+
+    Before it writes anything it checks, without a JVM, that the planned snapshot is still the
+    current snapshot or one of its ancestors. Every commit carries snapshot summary properties
+    naming the DAG run and task (``airflow.dag-id``, ``airflow.run-id``, ``airflow.task-id``,
+    ``airflow.map-index``); a retried task that finds its own commit returns that result instead
+    of rewriting again.
+
+    Returns ``{table, snapshot_id_before, committed_snapshot_ids, snapshot_id_after,
+    rewritten_data_files, added_data_files, rewritten_bytes, removed_delete_files, failed_groups, ...}``.
+    A group whose commit Iceberg dropped under partial progress is listed in ``failed_groups``
+    and fails the task (``fail_on_dropped_groups``), so success never covers lost work.
+
+    :param plan: the planning task's result (templated, typically ``plan_task.output``). Without
+        one, the whole table is rewritten with the options given here.
+    :param strategy: ``binpack``, ``sort`` (``sort_order``, default the table's) or ``zorder`` (``zorder_columns``).
+    :param partial_progress: commit file groups in several commits (``partial-progress.enabled``).
+    :param max_commits: ``partial-progress.max-commits``.
+    :param use_starting_sequence_number: ``use-starting-sequence-number`` (Iceberg default true).
+    :param max_concurrent_file_group_rewrites: ``max-concurrent-file-group-rewrites``.
+    :param rewrite_position_deletes: also rewrite position delete files (``rewrite-all``) in the
+        same application: drops deletes made dangling by the rewrite, merges small ones.
+    :param rewrite_manifests: also rewrite manifests in the same application.
+    :param options: further Iceberg rewrite options, passed as they are.
+    """
+
+    template_fields: Sequence[str] = (
+        *LakeMaintenanceOperator.template_fields,
+        "plan", "strategy", "sort_order", "zorder_columns", "target_file_size_bytes", "min_file_size_bytes",
+        "max_file_size_bytes", "min_input_files", "partial_progress", "max_commits",
+        "use_starting_sequence_number", "max_concurrent_file_group_rewrites", "rewrite_position_deletes",
+        "rewrite_manifests", "options", "dry_run",
+    )
+
+    def __init__(
+        self,
+        *,
+        plan: dict[str, Any] | None = None,
+        strategy: str = "binpack",
+        sort_order: str | None = None,
+        zorder_columns: list[str] | None = None,
+        target_file_size_bytes: int | None = None,
+        min_file_size_bytes: int | None = None,
+        max_file_size_bytes: int | None = None,
+        min_input_files: int | None = None,
+        partial_progress: bool = False,
+        max_commits: int | None = None,
+        use_starting_sequence_number: bool | None = None,
+        max_concurrent_file_group_rewrites: int | None = None,
+        rewrite_position_deletes: bool = True,
+        rewrite_manifests: bool = False,
+        options: dict[str, Any] | None = None,
+        fail_on_dropped_groups: bool = True,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.plan = plan
+        self.strategy = strategy
+        self.sort_order = sort_order
+        self.zorder_columns = zorder_columns
+        self.target_file_size_bytes = target_file_size_bytes
+        self.min_file_size_bytes = min_file_size_bytes
+        self.max_file_size_bytes = max_file_size_bytes
+        self.min_input_files = min_input_files
+        self.partial_progress = partial_progress
+        self.max_commits = max_commits
+        self.use_starting_sequence_number = use_starting_sequence_number
+        self.max_concurrent_file_group_rewrites = max_concurrent_file_group_rewrites
+        self.rewrite_position_deletes = rewrite_position_deletes
+        self.rewrite_manifests = rewrite_manifests
+        self.options = options
+        self.fail_on_dropped_groups = fail_on_dropped_groups
+        self.dry_run = dry_run
+
+    # -- validation (no JVM) ------------------------------------------------------------------
+    def _plan(self) -> dict[str, Any] | None:
+        plan = self.plan
+        if plan in (None, "", "None"):
+            return None
+        if not isinstance(plan, dict) or "snapshot_id" not in plan or "groups" not in plan:
+            raise LakeConfigError(
+                "plan must be the planning task's result (a dict with 'snapshot_id' and 'groups'); "
+                f"got {type(plan).__name__}. Pass plan_task.output."
+            )
+        if plan.get("table") and plan["table"] != self.table_identifier.dotted:
+            raise LakeConfigError(f"The plan is for table {plan['table']!r}, not {self.table_identifier.dotted!r}.")
+        return plan
+
+    def iceberg_options(self, table_properties: dict[str, str], plan: dict[str, Any] | None) -> dict[str, str]:
+        if self.strategy not in STRATEGIES:
+            raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
+        if self.strategy == "zorder" and not self.zorder_columns:
+            raise LakeConfigError("strategy 'zorder' needs zorder_columns, e.g. ['event_id', 'amount'].")
+        sizes = {
+            "target_file_size_bytes": self.target_file_size_bytes,
+            "min_file_size_bytes": self.min_file_size_bytes,
+            "max_file_size_bytes": self.max_file_size_bytes,
+            "min_input_files": self.min_input_files,
+        }
+        sizes = {k: v for k, v in sizes.items() if v is not None}
+        if plan:
+            options = dict(plan.get("options") or {})
+            if sizes:
+                options.update(RewriteOptions.from_table_properties(table_properties, **sizes).to_iceberg_options())
+        else:
+            rewrite_options = RewriteOptions.from_table_properties(table_properties, **sizes)
+            rewrite_options.validate()
+            options = rewrite_options.to_iceberg_options()
+        for name, value in (("max_commits", self.max_commits),
+                            ("max_concurrent_file_group_rewrites", self.max_concurrent_file_group_rewrites)):
+            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
+                raise LakeConfigError(f"{name} must be a whole number >= 1; got {value!r}.")
+        options["partial-progress.enabled"] = str(bool(self.partial_progress)).lower()
+        if self.max_commits is not None:
+            options["partial-progress.max-commits"] = str(self.max_commits)
+        if self.use_starting_sequence_number is not None:
+            options["use-starting-sequence-number"] = str(bool(self.use_starting_sequence_number)).lower()
+        if self.max_concurrent_file_group_rewrites is not None:
+            options["max-concurrent-file-group-rewrites"] = str(self.max_concurrent_file_group_rewrites)
+        options.update({str(k): str(v) for k, v in (self.options or {}).items()})
+        return options
+
+    # -- running ------------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:
+        plan = self._plan()
+        table = self.load_table()
+        name = self.table_identifier.dotted
+        options = self.iceberg_options(dict(table.properties), plan)
+        planned_snapshot = plan["snapshot_id"] if plan else None
+        if planned_snapshot is not None:
+            require_in_lineage(table, int(planned_snapshot), table_name=name)
+        if self.dry_run or (plan is not None and not plan["groups"]):
+            self.log.info("Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite.")
+            current = table.current_snapshot()
+            return self._result(name, current, [], current, {"dry_run": bool(self.dry_run), "options": options})
+
+        tags = run_properties(context)
+        earlier = commits_tagged(table, tags, after=planned_snapshot)
+        if earlier:
+            self.log.info("Found this task's own commits from an earlier try (%s): not rewriting again.",
+                          [s.snapshot_id for s in earlier])
+            return self._recovered(name, table, planned_snapshot, earlier)
+
+        partitions = None
+        if plan is not None:
+            unique = {(g["spec_id"], repr(sorted(g["partition"].items()))): g for g in plan["groups"]}
+            partitions = [{"spec_id": g["spec_id"], "partition": g["partition"]} for g in unique.values()]
+        result = self.run_job(
+            "rewrite",
+            {
+                "table": name,
+                "planned_snapshot_id": planned_snapshot,
+                "partitions": partitions,
+                "strategy": self.strategy,
+                "sort_order": self.sort_order,
+                "zorder_columns": list(self.zorder_columns or []),
+                "options": options,
+                "rewrite_position_deletes": bool(self.rewrite_position_deletes),
+                "rewrite_manifests": bool(self.rewrite_manifests),
+                "snapshot_properties": tags,
+            },
+        )
+        result["planned_snapshot_id"] = planned_snapshot
+        self.log.info(
+            "Rewrote %s data files (%s bytes) into %s; removed %s delete files; commits %s; snapshot %s -> %s.",
+            result["rewritten_data_files"], result["rewritten_bytes"], result["added_data_files"],
+            result["removed_delete_files"], result["committed_snapshot_ids"], result["snapshot_id_before"],
+            result["snapshot_id_after"],
+        )
+        if result["failed_groups"]:
+            detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result["failed_groups"])
+            message = (
+                f"{len(result['failed_groups'])} file groups of {name} were not committed ({detail}). "
+                "Another writer changed the same files; the committed groups are kept. Re-run to plan the rest, "
+                "narrow partition_filter, or schedule compaction away from the writer."
+            )
+            if self.fail_on_dropped_groups:
+                from airflow_lake_provider.exceptions import LakeJobError
+
+                context["ti"].xcom_push(key="partial_result", value=result)
+                raise LakeJobError(message, job="rewrite")
+            self.log.warning("%s", message)
+        return result
+
+    @staticmethod
+    def _result(name, before, commits, after, extra: dict[str, Any]) -> dict[str, Any]:
+        return {
+            "table": name,
+            "snapshot_id_before": before.snapshot_id if before else None,
+            "committed_snapshot_ids": [s.snapshot_id for s in commits],
+            "snapshot_id_after": after.snapshot_id if after else None,
+            "rewritten_data_files": 0,
+            "added_data_files": 0,
+            "rewritten_bytes": 0,
+            "removed_delete_files": 0,
+            "failed_groups": [],
+            **extra,
+        }
+
+    def _recovered(self, name: str, table, planned: int | None, commits: list[Any]) -> dict[str, Any]:
+        replaces = [s for s in commits if s.summary and s.summary.operation.value == "replace"]
+        before = table.snapshot_by_id(commits[0].parent_snapshot_id) if commits[0].parent_snapshot_id else None
+        return self._result(
+            name, before, commits, commits[-1],
+            {
+                "rewritten_data_files": sum(_summary_int(s, "deleted-data-files") for s in replaces),
+                "added_data_files": sum(_summary_int(s, "added-data-files") for s in replaces),
+                "rewritten_bytes": sum(_summary_int(s, "removed-files-size") for s in replaces
+                                       if _summary_int(s, "deleted-data-files")),
+                "removed_delete_files": sum(_summary_int(s, "removed-delete-files") - _summary_int(s, "added-delete-files")
+                                            for s in replaces),
+                "planned_snapshot_id": planned,
+                "recovered_from_earlier_try": True,
+            },
+        )

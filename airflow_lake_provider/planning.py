@@ -1,0 +1,665 @@
+"""Compaction planning without a JVM: which data files Iceberg's binpack rewrite would touch.
+
+The planner reproduces Apache Iceberg 1.10's ``BinPackRewriteFilePlanner`` (and its base
+``SizeBasedFileRewritePlanner``), checked against the 1.10.2 runtime jar this provider ships:
+
+* **Candidates** (skipped when ``rewrite-all``): a file is a candidate when its size is outside
+  ``[min-file-size-bytes, max-file-size-bytes]`` (strictly below min or strictly above max),
+  or it has ``>= delete-file-threshold`` delete files, or its ratio of deleted rows (file-scoped
+  deletes only, capped at the file's row count) is ``>= delete-ratio-threshold``.
+* **Grouping**: by partition of the table's *current* spec; files written under any other spec
+  are lumped together under the current spec's all-null partition, as Iceberg does.
+* **Bin packing**: ``BinPacking.ListPacker(max-file-group-size-bytes, lookback=1,
+  largestBinFirst=false)`` over the candidates in scan order, weighed by file size. With a
+  lookback of 1 this is "fill the current bin; when the next file does not fit, close it".
+* **Group filter** (skipped when ``rewrite-all``): a group is kept when it has more than one
+  file and at least ``min-input-files`` files, or more than one file and more bytes than the
+  target, or more bytes than ``max-file-size-bytes``, or any file with too many deletes or too
+  high a delete ratio.
+* **Expected output files**: Iceberg's ``expectedOutputFiles`` (round the remainder up only
+  when it is itself larger than the min file size, or when spreading it would make files more
+  than 10% larger than the target or larger than ``writeMaxFileSize``).
+
+On top of Iceberg, an optional per-run **budget** (``max_files``/``max_bytes``) keeps whole
+groups in a deterministic order and skips a group that would overflow it, so a backlog is
+worked off over several runs.
+
+Only :func:`plan_table` touches PyIceberg (imported inside it); the rest is pure Python so the
+rules can be tested and reasoned about without a catalog or Spark.
+"""
+
+from __future__ import annotations
+
+import datetime as _dt
+import decimal
+import json
+import math
+import uuid
+from collections.abc import Iterable, Mapping, Sequence
+from dataclasses import dataclass, fields, replace
+from typing import Any
+
+from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
+
+#: Iceberg's ``TableProperties.WRITE_TARGET_FILE_SIZE_BYTES(_DEFAULT)``.
+WRITE_TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
+WRITE_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
+
+#: ``SizeBasedFileRewritePlanner`` defaults (Iceberg 1.10).
+MIN_FILE_SIZE_DEFAULT_RATIO = 0.75
+MAX_FILE_SIZE_DEFAULT_RATIO = 1.80
+MIN_INPUT_FILES_DEFAULT = 5
+MAX_FILE_GROUP_SIZE_BYTES_DEFAULT = 100 * 1024**3
+#: ``BinPackRewriteFilePlanner`` defaults (Iceberg 1.10).
+DELETE_FILE_THRESHOLD_DEFAULT = 2**31 - 1
+DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
+
+_JAVA_INT_MAX = 2**31 - 1
+_JAVA_LONG_MAX = 2**63 - 1
+# Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
+_DELETE_FILE_PATH_FIELD_ID = 2147483546
+
+
+# --------------------------------------------------------------------------------------------
+# Inputs and options
+# --------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class DataFileInfo:
+    """One live data file as the planner sees it (what Iceberg's ``FileScanTask`` offers).
+
+    ``delete_file_paths`` are all delete files that apply to the file (they count towards
+    ``delete-file-threshold``); ``delete_record_count`` is the summed row count of the
+    *file-scoped* ones only (position deletes that reference just this file, or deletion
+    vectors), because that is all Iceberg counts for ``delete-ratio-threshold``.
+    """
+
+    path: str
+    spec_id: int
+    partition: dict[str, Any]
+    size_bytes: int
+    record_count: int
+    delete_file_paths: tuple[str, ...] = ()
+    delete_record_count: int = 0
+
+
+# (field name, option key, kind) in the order Iceberg documents them; kind drives validation.
+_ICEBERG_OPTIONS: tuple[tuple[str, str, str], ...] = (
+    ("target_file_size_bytes", "target-file-size-bytes", "long"),
+    ("min_file_size_bytes", "min-file-size-bytes", "long"),
+    ("max_file_size_bytes", "max-file-size-bytes", "long"),
+    ("min_input_files", "min-input-files", "int"),
+    ("max_file_group_size_bytes", "max-file-group-size-bytes", "long"),
+    ("delete_file_threshold", "delete-file-threshold", "int"),
+    ("delete_ratio_threshold", "delete-ratio-threshold", "ratio"),
+    ("rewrite_all", "rewrite-all", "bool"),
+)
+
+
+def _is_whole(value: Any) -> bool:
+    # bool is an int subclass; True as a file size is a mistake, not 1.
+    return isinstance(value, int) and not isinstance(value, bool)
+
+
+def _parse_int(text: Any, what: str) -> int:
+    try:
+        return int(str(text).strip())
+    except ValueError:
+        raise LakeConfigError(f"{what} must be a whole number; got {text!r}.") from None
+
+
+@dataclass(frozen=True)
+class RewriteOptions:
+    """Options of Iceberg's binpack ``rewrite_data_files``, plus this provider's per-run budget.
+
+    ``None`` for the min/max file sizes means Iceberg's default (75% / 180% of the target);
+    :meth:`resolved` fills them in the way Iceberg computes them (truncating to whole bytes).
+    ``max_files``/``max_bytes`` are not Iceberg options: they cap what one planned run takes.
+    """
+
+    target_file_size_bytes: int
+    min_file_size_bytes: int | None = None
+    max_file_size_bytes: int | None = None
+    min_input_files: int = MIN_INPUT_FILES_DEFAULT
+    max_file_group_size_bytes: int = MAX_FILE_GROUP_SIZE_BYTES_DEFAULT
+    delete_file_threshold: int = DELETE_FILE_THRESHOLD_DEFAULT
+    delete_ratio_threshold: float = DELETE_RATIO_THRESHOLD_DEFAULT
+    rewrite_all: bool = False
+    max_files: int | None = None
+    max_bytes: int | None = None
+
+    # -- validation ---------------------------------------------------------------------------
+
+    def validate(self) -> None:
+        """Raise :class:`LakeConfigError` for anything Iceberg would reject (or we cannot honour).
+
+        Checked before any Spark starts, with the same bounds Iceberg 1.10 enforces, so a bad
+        option fails in seconds with a message naming the option rather than in a JVM.
+        """
+        problems: list[str] = []
+
+        def whole(name: str, value: Any, *, minimum: int, maximum: int, nullable: bool = False) -> None:
+            if value is None and nullable:
+                return
+            if not _is_whole(value):
+                problems.append(f"{name} must be a whole number; got {value!r} ({type(value).__name__}).")
+            elif value < minimum:
+                bound = "positive" if minimum == 1 else f">= {minimum}"
+                problems.append(f"{name} must be {bound}; got {value}.")
+            elif value > maximum:
+                problems.append(f"{name} must be at most {maximum}; got {value}.")
+
+        whole("target_file_size_bytes", self.target_file_size_bytes, minimum=1, maximum=_JAVA_LONG_MAX)
+        whole("min_file_size_bytes", self.min_file_size_bytes, minimum=0, maximum=_JAVA_LONG_MAX, nullable=True)
+        whole("max_file_size_bytes", self.max_file_size_bytes, minimum=1, maximum=_JAVA_LONG_MAX, nullable=True)
+        whole("min_input_files", self.min_input_files, minimum=1, maximum=_JAVA_INT_MAX)
+        whole("max_file_group_size_bytes", self.max_file_group_size_bytes, minimum=1, maximum=_JAVA_LONG_MAX)
+        whole("delete_file_threshold", self.delete_file_threshold, minimum=0, maximum=_JAVA_INT_MAX)
+        # A zero budget would plan nothing forever; None is the way to say "no limit".
+        whole("max_files", self.max_files, minimum=1, maximum=_JAVA_LONG_MAX, nullable=True)
+        whole("max_bytes", self.max_bytes, minimum=1, maximum=_JAVA_LONG_MAX, nullable=True)
+
+        ratio = self.delete_ratio_threshold
+        if isinstance(ratio, bool) or not isinstance(ratio, (int, float)):
+            problems.append(f"delete_ratio_threshold must be a number; got {ratio!r} ({type(ratio).__name__}).")
+        elif not (0 < ratio <= 1):  # also rejects NaN
+            problems.append(f"delete_ratio_threshold must be > 0 and <= 1; got {ratio}.")
+        if not isinstance(self.rewrite_all, bool):
+            problems.append(f"rewrite_all must be true or false; got {self.rewrite_all!r}.")
+
+        if not problems:  # the size relations only make sense between valid numbers
+            r = self.resolved()
+            if r.min_file_size_bytes >= r.target_file_size_bytes:
+                problems.append(
+                    f"min_file_size_bytes ({r.min_file_size_bytes}) must be smaller than target_file_size_bytes "
+                    f"({r.target_file_size_bytes}): every new file would be below the minimum and rewritten again."
+                )
+            if r.max_file_size_bytes <= r.target_file_size_bytes:
+                problems.append(
+                    f"max_file_size_bytes ({r.max_file_size_bytes}) must be larger than target_file_size_bytes "
+                    f"({r.target_file_size_bytes}): every new file would be above the maximum and rewritten again."
+                )
+        if problems:
+            raise LakeConfigError("Invalid rewrite options: " + " ".join(problems))
+
+    def resolved(self) -> RewriteOptions:
+        """A copy with min/max file sizes filled in as Iceberg derives them from the target."""
+        target = self.target_file_size_bytes
+        min_size = self.min_file_size_bytes
+        max_size = self.max_file_size_bytes
+        # Java: (long) (target * ratio) -- double multiply, then truncate; Python floats are doubles.
+        if min_size is None:
+            min_size = int(target * MIN_FILE_SIZE_DEFAULT_RATIO)
+        if max_size is None:
+            max_size = int(target * MAX_FILE_SIZE_DEFAULT_RATIO)
+        return replace(self, min_file_size_bytes=min_size, max_file_size_bytes=max_size)
+
+    # -- conversions --------------------------------------------------------------------------
+
+    def to_iceberg_options(self) -> dict[str, str]:
+        """The ``rewrite_data_files`` option map, resolved and validated, values as strings.
+
+        Every size is spelled out (not left to Iceberg's defaults) so Spark rewrites with
+        exactly the thresholds this planner used. The budget is ours and is not included.
+        """
+        self.validate()
+        r = self.resolved()
+        out: dict[str, str] = {}
+        for name, key, kind in _ICEBERG_OPTIONS:
+            value = getattr(r, name)
+            if kind == "bool":
+                out[key] = "true" if value else "false"
+            elif kind == "ratio":
+                out[key] = repr(float(value))
+            else:
+                out[key] = str(int(value))
+        return out
+
+    @classmethod
+    def from_iceberg_options(
+        cls, options: Mapping[str, str], *, max_files: int | None = None, max_bytes: int | None = None
+    ) -> RewriteOptions:
+        """Read back an option map made by :meth:`to_iceberg_options` (unknown keys ignored)."""
+        if "target-file-size-bytes" not in options:
+            raise LakeConfigError("The rewrite options have no 'target-file-size-bytes'.")
+        kwargs: dict[str, Any] = {}
+        for name, key, kind in _ICEBERG_OPTIONS:
+            if key not in options or options[key] is None:
+                continue
+            text = options[key]
+            if kind == "bool":
+                kwargs[name] = str(text).strip().lower() == "true"  # Java Boolean.parseBoolean
+            elif kind == "ratio":
+                try:
+                    kwargs[name] = float(text)
+                except ValueError:
+                    raise LakeConfigError(f"Option '{key}' must be a number; got {text!r}.") from None
+            else:
+                kwargs[name] = _parse_int(text, f"Option '{key}'")
+        return cls(**kwargs, max_files=max_files, max_bytes=max_bytes)
+
+    @classmethod
+    def from_table_properties(cls, properties: Mapping[str, str], **overrides: Any) -> RewriteOptions:
+        """Options for a table: the target defaults to its ``write.target-file-size-bytes``.
+
+        That is where Iceberg's binpack planner takes its default target from, so a plan made
+        here and a rewrite run in Spark agree when no target is given. ``None`` overrides are
+        ignored (they mean "not set"); unknown names are an error. Values are not validated
+        here: call :meth:`validate`.
+        """
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise LakeConfigError(f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
+        given = {k: v for k, v in overrides.items() if v is not None}
+        if "target_file_size_bytes" not in given:
+            raw = (properties or {}).get(WRITE_TARGET_FILE_SIZE_PROPERTY)
+            given["target_file_size_bytes"] = (
+                WRITE_TARGET_FILE_SIZE_DEFAULT
+                if raw is None
+                else _parse_int(raw, f"Table property '{WRITE_TARGET_FILE_SIZE_PROPERTY}'")
+            )
+        return cls(**given)
+
+
+# --------------------------------------------------------------------------------------------
+# Iceberg's arithmetic
+# --------------------------------------------------------------------------------------------
+
+
+def write_max_file_size(options: RewriteOptions) -> int:
+    """Iceberg's ``writeMaxFileSize``: target plus half the way to max (Java double, truncated)."""
+    r = options.resolved()
+    target, max_size = r.target_file_size_bytes, r.max_file_size_bytes
+    return int(float(target) + float(max_size - target) * 0.5)
+
+
+def expected_output_files(input_size: int, options: RewriteOptions) -> int:
+    """Iceberg's ``SizeBasedFileRewritePlanner.expectedOutputFiles`` for a group's input bytes.
+
+    Rounds down (spreading the remainder over the other files) unless the remainder is itself
+    a valid file (``> min``) or spreading it makes files 10% above target / above the write max.
+    """
+    r = options.resolved()
+    target, min_size = r.target_file_size_bytes, r.min_file_size_bytes
+    if input_size < target:
+        return 1
+    with_remainder = -(-input_size // target)  # ceiling
+    without_remainder = input_size // target
+    avg_without_remainder = input_size // without_remainder
+    if input_size % target > min_size:
+        return with_remainder
+    if float(avg_without_remainder) < min(1.1 * target, float(write_max_file_size(r))):
+        return without_remainder
+    return with_remainder
+
+
+def _too_many_deletes(f: DataFileInfo, options: RewriteOptions) -> bool:
+    return len(f.delete_file_paths) >= options.delete_file_threshold
+
+
+def _too_high_delete_ratio(f: DataFileInfo, options: RewriteOptions) -> bool:
+    if not f.delete_file_paths:
+        return False
+    if f.record_count <= 0:
+        return False  # Java: 0.0 / 0 is NaN, and NaN >= threshold is false
+    deleted = min(f.delete_record_count, f.record_count)
+    return deleted / f.record_count >= options.delete_ratio_threshold
+
+
+def _is_candidate(f: DataFileInfo, options: RewriteOptions) -> bool:
+    outside = f.size_bytes < options.min_file_size_bytes or f.size_bytes > options.max_file_size_bytes
+    return outside or _too_many_deletes(f, options) or _too_high_delete_ratio(f, options)
+
+
+def _bin_pack(files: Sequence[DataFileInfo], max_group_bytes: int) -> list[list[DataFileInfo]]:
+    """``BinPacking.ListPacker(max, lookback=1, largestBinFirst=false)`` weighed by file size.
+
+    With one open bin: add while ``bin + size <= max``; otherwise close the bin and open a new
+    one (a file larger than ``max`` gets a bin of its own).
+    """
+    bins: list[list[DataFileInfo]] = []
+    current: list[DataFileInfo] = []
+    weight = 0
+    for f in files:
+        if current and weight + f.size_bytes <= max_group_bytes:
+            current.append(f)
+            weight += f.size_bytes
+        else:
+            if current:
+                bins.append(current)
+            current, weight = [f], f.size_bytes
+    if current:
+        bins.append(current)
+    return bins
+
+
+def _keep_group(group: Sequence[DataFileInfo], options: RewriteOptions) -> bool:
+    size = sum(f.size_bytes for f in group)
+    n = len(group)
+    return (
+        (n > 1 and n >= options.min_input_files)  # enoughInputFiles
+        or (n > 1 and size > options.target_file_size_bytes)  # enoughContent
+        or size > options.max_file_size_bytes  # tooMuchContent
+        or any(_too_many_deletes(f, options) for f in group)
+        or any(_too_high_delete_ratio(f, options) for f in group)
+    )
+
+
+# --------------------------------------------------------------------------------------------
+# The plan
+# --------------------------------------------------------------------------------------------
+
+
+def _partition_key(partition: Mapping[str, Any]) -> str:
+    """A stable text key for a partition dict: grouping, sorting and de-duplication use it."""
+    return json.dumps(partition, sort_keys=True, default=str)
+
+
+@dataclass(frozen=True)
+class FileGroup:
+    """One file group Iceberg would rewrite as a unit (one Spark job stage, one commit group).
+
+    ``spec_id``/``partition`` name the group's partition in the table's current spec (files of
+    older specs sit under the current spec's all-null partition, like in Iceberg); each file
+    keeps its own spec and partition. ``expected_output_files`` is stored because it depends on
+    the options the plan was made with.
+    """
+
+    spec_id: int
+    partition: dict[str, Any]
+    files: tuple[DataFileInfo, ...]
+    expected_output_files: int = 1
+
+    @property
+    def bytes(self) -> int:
+        return sum(f.size_bytes for f in self.files)
+
+    @property
+    def file_count(self) -> int:
+        return len(self.files)
+
+    @property
+    def delete_file_paths(self) -> frozenset[str]:
+        return frozenset(p for f in self.files for p in f.delete_file_paths)
+
+    @property
+    def delete_files(self) -> int:
+        """Distinct delete files touching the group (one delete file may cover several files)."""
+        return len(self.delete_file_paths)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able summary; ``file_details`` makes it lossless for :meth:`from_dict`."""
+        details = []
+        for f in self.files:
+            item: dict[str, Any] = {"path": f.path, "size_bytes": f.size_bytes, "record_count": f.record_count}
+            if f.spec_id != self.spec_id or f.partition != self.partition:
+                item["spec_id"], item["partition"] = f.spec_id, f.partition
+            if f.delete_file_paths:
+                item["delete_file_paths"] = list(f.delete_file_paths)
+                item["delete_record_count"] = f.delete_record_count
+            details.append(item)
+        return {
+            "spec_id": self.spec_id,
+            "partition": dict(self.partition),
+            "files": self.file_count,
+            "bytes": self.bytes,
+            "delete_files": self.delete_files,
+            "expected_output_files": self.expected_output_files,
+            "file_paths": [f.path for f in self.files],
+            "file_details": details,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> FileGroup:
+        """Inverse of :meth:`to_dict`; without ``file_details`` only paths survive (sizes 0)."""
+        spec_id, partition = int(d["spec_id"]), dict(d.get("partition") or {})
+        details = d.get("file_details")
+        if details is None:
+            details = [{"path": p, "size_bytes": 0, "record_count": 0} for p in d.get("file_paths", [])]
+        files = tuple(
+            DataFileInfo(
+                path=item["path"],
+                spec_id=int(item.get("spec_id", spec_id)),
+                partition=dict(item.get("partition", partition)),
+                size_bytes=int(item.get("size_bytes", 0)),
+                record_count=int(item.get("record_count", 0)),
+                delete_file_paths=tuple(item.get("delete_file_paths", ())),
+                delete_record_count=int(item.get("delete_record_count", 0)),
+            )
+            for item in details
+        )
+        return cls(spec_id, partition, files, int(d.get("expected_output_files", 1)))
+
+
+@dataclass(frozen=True)
+class RewritePlan:
+    """The groups to rewrite at one snapshot of one table, with the options that chose them."""
+
+    table: str
+    snapshot_id: int | None
+    options: RewriteOptions
+    groups: tuple[FileGroup, ...] = ()
+    skipped_by_budget: int = 0
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.groups
+
+    @property
+    def expected_output_files(self) -> int:
+        return sum(g.expected_output_files for g in self.groups)
+
+    def to_dict(self) -> dict[str, Any]:
+        """JSON-able (XCom) form: groups, totals, Iceberg option map, budget."""
+        delete_paths: set[str] = set()
+        for g in self.groups:
+            delete_paths |= g.delete_file_paths
+        return {
+            "table": self.table,
+            "snapshot_id": self.snapshot_id,
+            "groups": [g.to_dict() for g in self.groups],
+            "totals": {
+                "groups": len(self.groups),
+                "files": sum(g.file_count for g in self.groups),
+                "bytes": sum(g.bytes for g in self.groups),
+                "delete_files": len(delete_paths),
+                "partitions": len({(g.spec_id, _partition_key(g.partition)) for g in self.groups}),
+            },
+            "expected_output_files": self.expected_output_files,
+            "options": self.options.to_iceberg_options(),
+            "budget": {"max_files": self.options.max_files, "max_bytes": self.options.max_bytes},
+            "skipped_by_budget": self.skipped_by_budget,
+        }
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> RewritePlan:
+        """Rebuild a plan from :meth:`to_dict` output (e.g. pulled from XCom)."""
+        budget = d.get("budget") or {}
+        options = RewriteOptions.from_iceberg_options(
+            d["options"], max_files=budget.get("max_files"), max_bytes=budget.get("max_bytes")
+        )
+        snapshot = d.get("snapshot_id")
+        return cls(
+            table=d.get("table", ""),
+            snapshot_id=int(snapshot) if snapshot is not None else None,
+            options=options,
+            groups=tuple(FileGroup.from_dict(g) for g in d.get("groups", [])),
+            skipped_by_budget=int(d.get("skipped_by_budget", 0)),
+        )
+
+
+def plan_rewrite(
+    files: Iterable[DataFileInfo],
+    options: RewriteOptions,
+    *,
+    table: str = "",
+    snapshot_id: int | None = None,
+    current_spec_id: int | None = None,
+    current_partition_fields: Sequence[str] | None = None,
+) -> RewritePlan:
+    """Plan a binpack compaction of ``files`` exactly as Iceberg 1.10 would, then apply the budget.
+
+    ``files`` must be in scan order: bin packing is order-sensitive, like in Iceberg.
+    With ``current_spec_id`` (what :func:`plan_table` passes) files of other specs are grouped
+    together under the current spec's all-null partition (``current_partition_fields`` names
+    its fields), which is Iceberg's rule; without it, files are grouped by (spec id, partition).
+    """
+    options.validate()
+    r = options.resolved()
+
+    by_partition: dict[tuple[str, int], tuple[int, dict[str, Any], list[DataFileInfo]]] = {}
+    lumped = {name: None for name in (current_partition_fields or ())}
+    for f in files:
+        if current_spec_id is None or f.spec_id == current_spec_id:
+            spec_id, partition = f.spec_id, f.partition
+        else:
+            spec_id, partition = current_spec_id, lumped
+        key = (_partition_key(partition), spec_id)
+        by_partition.setdefault(key, (spec_id, dict(partition), []))[2].append(f)
+
+    groups: list[FileGroup] = []
+    for key in sorted(by_partition):  # deterministic: partition JSON, then spec id
+        spec_id, partition, members = by_partition[key]
+        candidates = members if r.rewrite_all else [f for f in members if _is_candidate(f, r)]
+        for packed in _bin_pack(candidates, r.max_file_group_size_bytes):
+            if r.rewrite_all or _keep_group(packed, r):
+                size = sum(f.size_bytes for f in packed)
+                groups.append(FileGroup(spec_id, partition, tuple(packed), expected_output_files(size, r)))
+
+    # Budget: whole groups only (a partial group would leave a wrongly sized remainder), in the
+    # order above; a group that does not fit is skipped and later ones may still fit.
+    taken: list[FileGroup] = []
+    skipped = 0
+    file_total = byte_total = 0
+    for g in groups:
+        if (r.max_files is not None and file_total + g.file_count > r.max_files) or (
+            r.max_bytes is not None and byte_total + g.bytes > r.max_bytes
+        ):
+            skipped += 1
+            continue
+        taken.append(g)
+        file_total += g.file_count
+        byte_total += g.bytes
+    return RewritePlan(table, snapshot_id, options, tuple(taken), skipped)
+
+
+# --------------------------------------------------------------------------------------------
+# PyIceberg adapter
+# --------------------------------------------------------------------------------------------
+
+
+def _json_value(value: Any) -> Any:
+    """Partition values as JSON: Python temporal/decimal/bytes/UUID objects become text.
+
+    PyIceberg keeps partition values in Iceberg's internal form, so date/time/timestamp values
+    (identity on a date column, ``day``/``month``/``hour`` transforms...) arrive as ints (days,
+    months, hours or microseconds since the epoch) and stay ints: those are the values Spark's
+    Iceberg filters and partition metadata use too.
+    """
+    if value is None or isinstance(value, (bool, int, str)):
+        return value
+    if isinstance(value, float):
+        return value if math.isfinite(value) else str(value)
+    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
+        return value.isoformat()
+    if isinstance(value, decimal.Decimal):
+        return str(value)
+    if isinstance(value, (bytes, bytearray, memoryview)):
+        return bytes(value).hex()
+    if isinstance(value, uuid.UUID):
+        return str(value)
+    return str(value)
+
+
+def _is_file_scoped(delete_file: Any) -> bool:
+    """Iceberg's ``ContentFileUtil.isFileScoped``: a DV, or position deletes of one data file."""
+    from pyiceberg.manifest import DataFileContent
+
+    if delete_file.content != DataFileContent.POSITION_DELETES:
+        return False
+    if getattr(delete_file, "referenced_data_file", None):
+        return True
+    lower = (delete_file.lower_bounds or {}).get(_DELETE_FILE_PATH_FIELD_ID)
+    upper = (delete_file.upper_bounds or {}).get(_DELETE_FILE_PATH_FIELD_ID)
+    return lower is not None and lower == upper
+
+
+def plan_table(
+    table: Any,
+    options: RewriteOptions | None = None,
+    *,
+    partition_filter: str | None = None,
+    table_name: str = "",
+    snapshot_id: int | None = None,
+) -> RewritePlan:
+    """Plan a compaction of a PyIceberg ``table`` at its current snapshot (or ``snapshot_id``).
+
+    ``partition_filter`` is a PyIceberg row-filter string (``"day = '2026-01-01'"``); like
+    Iceberg's planner the filter selects whole files (no residuals). An unparsable filter or
+    one naming an unknown column raises :class:`LakeConfigError` before anything else runs.
+    """
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
+
+    options = options or RewriteOptions.from_table_properties(dict(table.properties))
+    options.validate()
+
+    row_filter: Any = AlwaysTrue()
+    if partition_filter is not None and partition_filter.strip():
+        try:
+            row_filter = parse(partition_filter)
+            bind(table.schema(), row_filter, case_sensitive=True)  # unknown columns fail here, not mid-scan
+        except Exception as exc:  # pyparsing.ParseException, ValueError from binding
+            where = f" at char {exc.loc}" if hasattr(exc, "loc") else ""
+            raise LakeConfigError(f"Invalid partition_filter {partition_filter!r}{where}: {exc}") from exc
+
+    if snapshot_id is None:
+        current = table.current_snapshot()
+        if current is None:  # a table with no data: nothing to rewrite
+            return RewritePlan(table_name, None, options)
+        snapshot_id = current.snapshot_id
+    elif table.snapshot_by_id(snapshot_id) is None:
+        raise LakeSnapshotError(f"Snapshot {snapshot_id} is not part of the history of table {table_name or table}.")
+
+    specs = table.specs()
+    current_spec = table.spec()
+    files: list[DataFileInfo] = []
+    for task in table.scan(snapshot_id=snapshot_id, row_filter=row_filter).plan_files():
+        data_file = task.file
+        names = [f.name for f in specs[data_file.spec_id].fields]
+        partition = {name: _json_value(data_file.partition[i]) for i, name in enumerate(names)}
+        deletes = sorted(task.delete_files or (), key=lambda d: d.file_path)
+        files.append(
+            DataFileInfo(
+                path=data_file.file_path,
+                spec_id=data_file.spec_id,
+                partition=partition,
+                size_bytes=data_file.file_size_in_bytes,
+                record_count=data_file.record_count,
+                delete_file_paths=tuple(d.file_path for d in deletes),
+                delete_record_count=sum(d.record_count for d in deletes if _is_file_scoped(d)),
+            )
+        )
+    return plan_rewrite(
+        files,
+        options,
+        table=table_name,
+        snapshot_id=snapshot_id,
+        current_spec_id=current_spec.spec_id,
+        current_partition_fields=[f.name for f in current_spec.fields],
+    )
+
+
+__all__ = [
+    "DataFileInfo",
+    "FileGroup",
+    "RewriteOptions",
+    "RewritePlan",
+    "expected_output_files",
+    "plan_rewrite",
+    "plan_table",
+    "write_max_file_size",
+]

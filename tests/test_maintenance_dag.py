@@ -1,0 +1,71 @@
+"""The lake_maintenance DAG end to end: real Airflow (dag.test), real Spark, real Iceberg."""
+
+from __future__ import annotations
+
+import pytest
+
+from airflow_lake_provider.demo_data import create_events_table
+from conftest import load_dag
+from lake_checks import live_files, table_fingerprint
+
+pytestmark = pytest.mark.spark_submit
+
+
+def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, spark, namespace):
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=4, commits_per_day=60, rows_per_commit=10)
+    # Merge-on-read deletes from another engine, like a real writer would leave them.
+    spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 10 = 3")
+    table = lake_hook.load_table(name)
+    rows_before, checksum_before = table_fingerprint(table)
+    files_before = live_files(table)
+    snapshot_before = table.current_snapshot().snapshot_id
+    assert files_before["DATA"] == 240 and files_before["POSITION_DELETES"] > 0
+
+    dag = load_dag("lake_maintenance.py", "lake_maintenance")
+    run = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+                             "clean_retained": 5, "orphan_older_than_hours": 72})
+    assert run.state == "success"
+    xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
+
+    table = lake_hook.load_table(name)
+    files_after = live_files(table)
+    # A small fraction of the files: one per day partition.
+    assert files_after["DATA"] == 4
+    # No dangling or small position-delete files left behind.
+    assert files_after["POSITION_DELETES"] == 0 and files_after["EQUALITY_DELETES"] == 0
+    # Same rows, deleted rows stay deleted.
+    assert table_fingerprint(table) == (rows_before, checksum_before)
+    assert not [r for r in table.scan(selected_fields=("event_id",)).to_arrow().to_pylist() if r["event_id"] % 10 == 3]
+
+    # Snapshot IDs through XCom match the table's history.
+    history = {s.snapshot_id for s in table.snapshots()}
+    assert xcom["plan"]["snapshot_id"] == snapshot_before
+    assert xcom["plan"]["totals"]["files"] == 240
+    assert xcom["rewrite"]["snapshot_id_before"] == snapshot_before
+    assert xcom["rewrite"]["rewritten_data_files"] == 240 and xcom["rewrite"]["added_data_files"] == 4
+    assert xcom["rewrite"]["failed_groups"] == []
+    assert xcom["rewrite"]["snapshot_id_after"] in history
+    assert set(xcom["rewrite"]["committed_snapshot_ids"]) <= history
+    assert table.current_snapshot().snapshot_id == xcom["rewrite"]["snapshot_id_after"]
+    for sid in xcom["rewrite"]["committed_snapshot_ids"]:
+        summary = table.snapshot_by_id(sid).summary
+        assert summary["airflow.dag-id"] == "lake_maintenance" and summary["airflow.task-id"] == "rewrite"
+    # Expiry removed the old history but not what the rewrite produced.
+    assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
+    assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
+    assert xcom["expire"]["deleted_files"]["data_files"] == 240
+    assert xcom["clean"]["orphan_file_count"] == 0
+
+
+def test_dag_on_a_healthy_table_skips_the_rewrite(airflow_db, lake_hook, namespace):
+    name = f"{namespace}.tidy"
+    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=1, rows_per_commit=100)
+    snapshot_before = lake_hook.load_table(name).current_snapshot().snapshot_id
+
+    dag = load_dag("lake_maintenance.py", "lake_maintenance")
+    run = dag.test(run_conf={"table": name, "dry_run": True})
+    assert run.state == "success"
+    assert run.get_task_instance("rewrite").state == "skipped"
+    assert run.get_task_instance("plan").xcom_pull(task_ids="plan")["groups"] == []
+    assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot_before

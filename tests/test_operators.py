@@ -1,0 +1,149 @@
+"""The operators on real tables: bad input fails before Spark, retries find their own commit,
+clean policies remove exactly what they should, dry runs change nothing."""
+
+from __future__ import annotations
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError, LakeTableNotFound
+from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from lake_checks import FakeTaskInstance, live_files, table_fingerprint
+
+
+def _context(task_id: str = "rewrite", run_id: str = "manual__1") -> dict:
+    return {"ti": FakeTaskInstance(task_id=task_id, run_id=run_id)}
+
+
+@pytest.fixture
+def small_table(lake_hook, namespace):
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
+    return name
+
+
+# -- bad input: clear errors, before any Spark application starts ---------------------------
+@pytest.mark.parametrize(
+    ("operator", "kwargs", "error", "message"),
+    [
+        (IcebergRewritePlanOperator, {"table": "{ns}.ghost"}, LakeTableNotFound, "does not exist in catalog 'lake'"),
+        (IcebergRewritePlanOperator, {"table": "events"}, LakeConfigError, "has no namespace"),
+        (IcebergRewritePlanOperator, {"table": "{ns}.ev;DROP TABLE x"}, LakeConfigError, "not a valid identifier"),
+        (IcebergRewritePlanOperator, {"table": "{ns}.events", "target_file_size_bytes": -5}, LakeConfigError, "target_file_size_bytes"),
+        (IcebergRewritePlanOperator, {"table": "{ns}.events", "min_input_files": 0}, LakeConfigError, "min_input_files"),
+        (IcebergRewritePlanOperator, {"table": "{ns}.events", "partition_filter": "day ==== 3"}, LakeConfigError, "filter"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "strategy": "shuffle"}, LakeConfigError, "strategy must be one of"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "plan": {"table": "{ns}.events", "snapshot_id": 123, "groups": [{"spec_id": 0}]}},
+         LakeSnapshotError, "planned snapshot 123 is not in the history"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "min_file_size_bytes": -1}, LakeConfigError, "min_file_size_bytes"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "1d", "retain_last": 0}, LakeConfigError, "retain_last"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "yesterday-ish"}, LakeConfigError, "older_than"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "snapshot_ids": [42]}, LakeSnapshotError, "42"),
+        (IcebergCleanPolicyOperator, {"table": "{ns}.events", "orphan_older_than_hours": 2}, LakeConfigError, "under the 24 h floor"),
+        (IcebergCleanPolicyOperator, {"table": "{ns}.events", "policy": "KEEP_EVERYTHING"}, LakeConfigError, "KEEP_LATEST_COMMITS"),
+        (IcebergCleanPolicyOperator, {"table": "{ns}.events", "retained": 0}, LakeConfigError, "retained"),
+        (IcebergCleanPolicyOperator, {"table": "{ns}.events", "protected_snapshot_ids": [7]}, LakeSnapshotError, "7"),
+    ],
+)
+def test_bad_input_fails_clearly_before_spark(lake_hook, small_table, operator, kwargs, error, message):
+    ns = small_table.split(".")[0]
+    kwargs = {k: (v.replace("{ns}", ns) if isinstance(v, str) else v) for k, v in kwargs.items()}
+    if isinstance(kwargs.get("plan"), dict):
+        kwargs["plan"] = {**kwargs["plan"], "table": kwargs["plan"]["table"].replace("{ns}", ns)}
+    before = table_fingerprint(lake_hook.load_table(small_table)), lake_hook.load_table(small_table).current_snapshot().snapshot_id
+    op = operator(task_id="t", **kwargs)
+    with pytest.raises(error, match=message):
+        op.execute(_context())
+    assert op._job_hook is None  # no Spark application was started
+    after = table_fingerprint(lake_hook.load_table(small_table)), lake_hook.load_table(small_table).current_snapshot().snapshot_id
+    assert after == before
+
+
+# -- the rewrite: exactly the planned partitions, retries that do not redo work -------------
+@pytest.mark.spark_submit
+def test_rewrite_touches_only_planned_partitions_and_a_retry_finds_its_commit(lake_hook, small_table):
+    plan = IcebergRewritePlanOperator(task_id="plan", table=small_table, partition_filter="day = '2026-01-01'").execute(_context("plan"))
+    assert plan["totals"]["files"] == 6 and plan["totals"]["partitions"] == 1
+    table = lake_hook.load_table(small_table)
+    fingerprint = table_fingerprint(table)
+
+    rewrite = IcebergRewriteDataFilesOperator(task_id="rewrite", table=small_table, plan=plan)
+    context = _context()
+    first = rewrite.execute(context)
+    assert first["snapshot_id_before"] == plan["snapshot_id"]
+    assert first["rewritten_data_files"] == 6 and first["added_data_files"] == 1
+    table = lake_hook.load_table(small_table)
+    assert live_files(table)["DATA"] == 7  # the other day's 6 files were not planned, not touched
+    assert table_fingerprint(table) == fingerprint
+
+    # The same task tried again (same run, same task id): it finds its own commit.
+    again = IcebergRewriteDataFilesOperator(task_id="rewrite", table=small_table, plan=plan).execute(context)
+    assert again["recovered_from_earlier_try"] is True
+    assert again["committed_snapshot_ids"] == first["committed_snapshot_ids"]
+    assert again["rewritten_data_files"] == 6
+    assert lake_hook.load_table(small_table).current_snapshot().snapshot_id == first["snapshot_id_after"]
+
+
+@pytest.mark.spark_submit
+def test_rewrite_refuses_a_plan_whose_snapshot_was_rolled_back(lake_hook, small_table):
+    table = lake_hook.load_table(small_table)
+    parent = table.current_snapshot().parent_snapshot_id
+    plan = IcebergRewritePlanOperator(task_id="plan", table=small_table).execute(_context("plan"))
+    table.manage_snapshots().rollback_to_snapshot(parent).commit()
+    op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=small_table, plan=plan)
+    with pytest.raises(LakeSnapshotError, match="no longer an ancestor of the current snapshot"):
+        op.execute(_context())
+    assert op._job_hook is None
+
+
+# -- clean policies on a hand-built history with a tag ------------------------------------
+def _history_table(lake_hook, namespace):
+    """Eight commits alternating over partitions a/b (c only in commit 1), a tag on commit 2."""
+    schema = pa.schema([pa.field("event_id", pa.int64(), nullable=False), pa.field("p", pa.string(), nullable=False)])
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import LongType, NestedField, StringType
+
+    iceberg_schema = Schema(NestedField(1, "event_id", LongType(), required=True), NestedField(2, "p", StringType(), required=True))
+    table = lake_hook.catalog.create_table(
+        f"{namespace}.hist", schema=iceberg_schema,
+        partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "p")),
+    )
+    partitions = ["c", "a", "b", "a", "b", "a", "b", "a"]
+    for i, p in enumerate(partitions):
+        table.append(pa.table({"event_id": [i], "p": [p]}, schema=schema))
+    table = lake_hook.load_table(f"{namespace}.hist")
+    ids = [s.snapshot_id for s in table.snapshots()]
+    table.manage_snapshots().create_tag(ids[1], "audit-2026").commit()
+    return f"{namespace}.hist", ids
+
+
+@pytest.mark.spark_submit
+@pytest.mark.parametrize(
+    ("policy", "retained", "expected_removed"),
+    [
+        # last 3 commits kept (5,6,7); the tag keeps 1; 0,2,3,4 go
+        ("KEEP_LATEST_COMMITS", 3, [0, 2, 3, 4]),
+        # last version of each partition: a->7, b->6, c->0; tag keeps 1; 2,3,4,5 go
+        ("KEEP_LATEST_FILE_VERSIONS", 1, [2, 3, 4, 5]),
+        # every commit was made within the last hour: nothing goes
+        ("KEEP_LATEST_BY_HOURS", 1, []),
+    ],
+)
+def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespace, policy, retained, expected_removed):
+    name, ids = _history_table(lake_hook, namespace)
+    dry = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained, dry_run=True).execute({})
+    assert sorted(dry["would_expire_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
+    assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # dry run changed nothing
+
+    result = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained).execute({})
+    remaining = [s.snapshot_id for s in lake_hook.load_table(name).snapshots()]
+    assert sorted(result["expired_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
+    assert remaining == [sid for i, sid in enumerate(ids) if i not in expected_removed]
+    assert ids[1] in remaining  # the tagged snapshot is a savepoint
+    assert lake_hook.load_table(name).scan().to_arrow().num_rows == 8
