@@ -389,8 +389,22 @@ class FileGroup:
         """Distinct delete files touching the group (one delete file may cover several files)."""
         return len(self.delete_file_paths)
 
-    def to_dict(self) -> dict[str, Any]:
-        """JSON-able summary; ``file_details`` makes it lossless for :meth:`from_dict`."""
+    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
+        """JSON-able summary; ``file_details`` makes it lossless for :meth:`from_dict`.
+
+        ``include_files=False`` leaves out the per-file lists: an XCom for a table of a million
+        files should not carry a million paths.
+        """
+        summary = {
+            "spec_id": self.spec_id,
+            "partition": dict(self.partition),
+            "files": self.file_count,
+            "bytes": self.bytes,
+            "delete_files": self.delete_files,
+            "expected_output_files": self.expected_output_files,
+        }
+        if not include_files:
+            return summary
         details = []
         for f in self.files:
             item: dict[str, Any] = {"path": f.path, "size_bytes": f.size_bytes, "record_count": f.record_count}
@@ -400,16 +414,7 @@ class FileGroup:
                 item["delete_file_paths"] = list(f.delete_file_paths)
                 item["delete_record_count"] = f.delete_record_count
             details.append(item)
-        return {
-            "spec_id": self.spec_id,
-            "partition": dict(self.partition),
-            "files": self.file_count,
-            "bytes": self.bytes,
-            "delete_files": self.delete_files,
-            "expected_output_files": self.expected_output_files,
-            "file_paths": [f.path for f in self.files],
-            "file_details": details,
-        }
+        return {**summary, "file_paths": [f.path for f in self.files], "file_details": details}
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> FileGroup:
@@ -451,7 +456,7 @@ class RewritePlan:
     def expected_output_files(self) -> int:
         return sum(g.expected_output_files for g in self.groups)
 
-    def to_dict(self) -> dict[str, Any]:
+    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
         """JSON-able (XCom) form: groups, totals, Iceberg option map, budget."""
         delete_paths: set[str] = set()
         for g in self.groups:
@@ -459,7 +464,7 @@ class RewritePlan:
         return {
             "table": self.table,
             "snapshot_id": self.snapshot_id,
-            "groups": [g.to_dict() for g in self.groups],
+            "groups": [g.to_dict(include_files=include_files) for g in self.groups],
             "totals": {
                 "groups": len(self.groups),
                 "files": sum(g.file_count for g in self.groups),

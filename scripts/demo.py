@@ -49,8 +49,16 @@ def _run_maintenance(dag_file: Path, table: str) -> list[str]:
     lines = []
     for task_id in ("plan", "rewrite", "expire", "clean"):
         value = run.get_task_instance(task_id).xcom_pull(task_ids=task_id) or {}
-        ids = {k: v for k, v in value.items() if "snapshot" in k}
-        lines.append(f"{task_id:<8} {ids}")
+        parts = []
+        for key, item in value.items():
+            if "snapshot" not in key:
+                continue
+            if isinstance(item, list):
+                shown = ", ".join(str(i) for i in item[:2]) + (f", ... ({len(item)} in all)" if len(item) > 2 else "")
+                parts.append(f"{key}=[{shown}]")
+            else:
+                parts.append(f"{key}={item}")
+        lines.append(f"{task_id:<8} " + "  ".join(parts))
     return lines
 
 
@@ -77,6 +85,7 @@ def main() -> int:
     _ensure_airflow_db()
     chain = _run_maintenance(dag_file, DEMO_TABLE)
     after = table_health(hook.load_table(DEMO_TABLE)).to_dict()
+    print()
     print(_fmt_health("before", before))
     print(_fmt_health("after", after))
     print("snapshot chain from XCom:")

@@ -30,6 +30,8 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param max_files: budget: at most this many input files per run (the rest next run).
     :param max_bytes: budget: at most this many input bytes per run.
     :param skip_rewrite_when_empty: skip the downstream rewrite tasks when the plan is empty.
+    :param include_file_paths: put every planned file's path in the XCom (off by default: the
+        rewrite needs only the partitions, and XCom is no place for a million paths).
     """
 
     template_fields: Sequence[str] = (
@@ -53,6 +55,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         max_files: int | None = None,
         max_bytes: int | None = None,
         skip_rewrite_when_empty: bool = True,
+        include_file_paths: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -67,6 +70,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.max_files = max_files
         self.max_bytes = max_bytes
         self.skip_rewrite_when_empty = skip_rewrite_when_empty
+        self.include_file_paths = include_file_paths
 
     def rewrite_options(self, table_properties: dict[str, str]) -> RewriteOptions:
         overrides = {
@@ -91,7 +95,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         options = self.rewrite_options(dict(table.properties))
         plan = plan_table(
             table, options, partition_filter=self.partition_filter or None, table_name=self.table_identifier.dotted
-        ).to_dict()
+        ).to_dict(include_files=self.include_file_paths)
         totals = plan["totals"]
         self.log.info(
             "Plan for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",

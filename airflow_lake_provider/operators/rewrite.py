@@ -166,6 +166,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         if plan is not None:
             unique = {(g["spec_id"], repr(sorted(g["partition"].items()))): g for g in plan["groups"]}
             partitions = [{"spec_id": g["spec_id"], "partition": g["partition"]} for g in unique.values()]
+            if len(table.specs()) > 1 and any(all(v is None for v in p["partition"].values()) for p in partitions):
+                # Iceberg groups files of older partition specs under the current spec's all-null
+                # partition; no partition predicate selects them, so this rewrite covers the table.
+                self.log.info("The plan holds files of an older partition spec: rewriting without a partition filter.")
+                partitions = None
         result = self.run_job(
             "rewrite",
             {
