@@ -7,8 +7,12 @@ from typing import Any
 
 from airflow.sdk.bases.skipmixin import SkipMixin
 
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.planning import RewriteOptions, plan_table
+from airflow_lake_provider.scoping import combine_filters, interval_filter, partition_fields_of
+
+SCOPES = ("auto", "interval", "table")
 
 
 class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
@@ -30,6 +34,10 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param max_files: budget: at most this many input files per run (the rest next run).
     :param max_bytes: budget: at most this many input bytes per run.
     :param skip_rewrite_when_empty: skip the downstream rewrite tasks when the plan is empty.
+    :param scope: ``auto`` (default): scheduled and backfill runs plan only the partitions of
+        their data interval (the table's time partition: hour/day/month/year transform, or
+        identity on a date column); manual runs plan the whole table. ``interval``: always the
+        interval. ``table``: never scope. ``partition_filter`` is applied on top.
     :param include_file_paths: put every planned file's path in the XCom (off by default: the
         rewrite needs only the partitions, and XCom is no place for a million paths).
     """
@@ -38,7 +46,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         *LakeMaintenanceOperator.template_fields,
         "target_file_size_bytes", "min_file_size_bytes", "max_file_size_bytes", "min_input_files",
         "max_file_group_size_bytes", "delete_file_threshold", "rewrite_all", "partition_filter",
-        "max_files", "max_bytes",
+        "max_files", "max_bytes", "scope",
     )
 
     def __init__(
@@ -56,6 +64,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         max_bytes: int | None = None,
         skip_rewrite_when_empty: bool = True,
         include_file_paths: bool = False,
+        scope: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -71,6 +80,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.max_bytes = max_bytes
         self.skip_rewrite_when_empty = skip_rewrite_when_empty
         self.include_file_paths = include_file_paths
+        self.scope = scope
 
     def rewrite_options(self, table_properties: dict[str, str]) -> RewriteOptions:
         overrides = {
@@ -90,12 +100,35 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         options.validate()
         return options
 
+    def interval_scope(self, table, context: Any) -> str | None:
+        """The data interval's partition filter, when this run should be scoped to it."""
+        if self.scope not in SCOPES:
+            raise LakeConfigError(f"scope must be one of {', '.join(SCOPES)}; got {self.scope!r}.")
+        if self.scope == "table":
+            return None
+        start, end = context.get("data_interval_start"), context.get("data_interval_end")
+        run_type = str(getattr(context.get("dag_run"), "run_type", "") or "").lower()
+        has_interval = start is not None and end is not None and end > start
+        if self.scope == "auto" and not (has_interval and run_type.endswith(("scheduled", "backfill"))):
+            return None
+        if not has_interval:
+            raise LakeConfigError("scope='interval' needs a run with a data interval (a scheduled or backfill run).")
+        scoped = interval_filter(partition_fields_of(table), start, end)
+        if scoped is None:
+            self.log.info("%s has no time partition: planning the whole table.", self.table_identifier.dotted)
+        return scoped
+
     def execute(self, context: Any) -> dict[str, Any]:
         table = self.load_table()
         options = self.rewrite_options(dict(table.properties))
+        scoped = self.interval_scope(table, context)
+        row_filter = combine_filters(scoped, self.partition_filter)
+        if scoped:
+            self.log.info("Scoped to the data interval: %s", scoped)
         plan = plan_table(
-            table, options, partition_filter=self.partition_filter or None, table_name=self.table_identifier.dotted
+            table, options, partition_filter=row_filter, table_name=self.table_identifier.dotted
         ).to_dict(include_files=self.include_file_paths)
+        plan["scope"] = {"interval_filter": scoped, "partition_filter": self.partition_filter or None}
         totals = plan["totals"]
         self.log.info(
             "Plan for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",

@@ -1,0 +1,84 @@
+"""Scheduled and backfill runs plan only the partitions of their data interval."""
+
+from __future__ import annotations
+
+import datetime as dt
+from types import SimpleNamespace
+
+import pytest
+
+from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.scoping import PartitionFieldInfo, combine_filters, interval_filter
+from lake_checks import FakeTaskInstance
+
+UTC = dt.timezone.utc
+DAY = [PartitionFieldInfo("day", "identity", "date")]
+
+
+def at(*args) -> dt.datetime:
+    return dt.datetime(*args, tzinfo=UTC)
+
+
+@pytest.mark.parametrize(
+    ("fields", "start", "end", "expected"),
+    [
+        (DAY, at(2026, 1, 3), at(2026, 1, 4), "day >= '2026-01-03' AND day < '2026-01-04'"),
+        (DAY, at(2026, 1, 3, 6), at(2026, 1, 3, 7), "day >= '2026-01-03' AND day < '2026-01-04'"),
+        (DAY, at(2026, 1, 1), at(2026, 2, 1), "day >= '2026-01-01' AND day < '2026-02-01'"),
+        ([PartitionFieldInfo("ts", "day", "timestamptz")], at(2026, 1, 3), at(2026, 1, 4),
+         "ts >= '2026-01-03T00:00:00+00:00' AND ts < '2026-01-04T00:00:00+00:00'"),
+        ([PartitionFieldInfo("ts", "hour", "timestamp")], at(2026, 1, 3, 5), at(2026, 1, 3, 6),
+         "ts >= '2026-01-03T05:00:00.000000' AND ts < '2026-01-03T06:00:00.000000'"),
+        ([PartitionFieldInfo("category", "identity", "string"), PartitionFieldInfo("d", "month", "date")],
+         at(2026, 3, 1), at(2026, 4, 1), "d >= '2026-03-01' AND d < '2026-04-01'"),
+        ([PartitionFieldInfo("category", "identity", "string")], at(2026, 3, 1), at(2026, 4, 1), None),
+        ([], at(2026, 3, 1), at(2026, 4, 1), None),
+    ],
+)
+def test_interval_filter(fields, start, end, expected):
+    assert interval_filter(fields, start, end) == expected
+
+
+def test_empty_interval_is_refused():
+    with pytest.raises(LakeConfigError, match="is empty"):
+        interval_filter(DAY, at(2026, 1, 3), at(2026, 1, 3))
+
+
+def test_combine_filters():
+    assert combine_filters("a = 1", None, "", "b = 2") == "(a = 1) AND (b = 2)"
+    assert combine_filters(None, "None") is None
+
+
+def _context(run_type: str, start, end) -> dict:
+    return {"ti": FakeTaskInstance(task_id="plan"), "dag_run": SimpleNamespace(run_type=run_type),
+            "data_interval_start": start, "data_interval_end": end}
+
+
+@pytest.mark.parametrize(
+    ("run_type", "start", "end", "scope", "planned_days"),
+    [
+        ("backfill", at(2026, 1, 2), at(2026, 1, 3), "auto", {"2026-01-02"}),
+        ("scheduled", at(2026, 1, 3), at(2026, 1, 4), "auto", {"2026-01-03"}),
+        ("manual", at(2026, 1, 2), at(2026, 1, 3), "auto", {"2026-01-01", "2026-01-02", "2026-01-03"}),
+        ("manual", None, None, "auto", {"2026-01-01", "2026-01-02", "2026-01-03"}),
+        ("backfill", at(2026, 1, 2), at(2026, 1, 3), "table", {"2026-01-01", "2026-01-02", "2026-01-03"}),
+        ("manual", at(2026, 1, 1), at(2026, 1, 2), "interval", {"2026-01-01"}),
+    ],
+)
+def test_plan_is_scoped_to_the_runs_interval(lake_hook, namespace, run_type, start, end, scope, planned_days):
+    name = f"{namespace}.daily"
+    create_events_table(lake_hook.catalog, name, days=3, commits_per_day=6, rows_per_commit=5)
+    plan = IcebergRewritePlanOperator(task_id="plan", table=name, scope=scope).execute(_context(run_type, start, end))
+    epoch = dt.date(1970, 1, 1)
+    days = {(epoch + dt.timedelta(days=g["partition"]["day"])).isoformat() for g in plan["groups"]}
+    assert days == planned_days
+    assert plan["totals"]["files"] == 6 * len(planned_days)
+
+
+def test_interval_scope_without_an_interval_is_an_error(lake_hook, namespace):
+    name = f"{namespace}.daily"
+    create_events_table(lake_hook.catalog, name, days=1, commits_per_day=1, rows_per_commit=5)
+    with pytest.raises(LakeConfigError, match="needs a run with a data interval"):
+        IcebergRewritePlanOperator(task_id="plan", table=name, scope="interval").execute(_context("manual", None, None))
