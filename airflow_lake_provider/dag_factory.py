@@ -1,0 +1,129 @@
+"""Build the maintenance DAG (plan >> rewrite >> expire >> clean) for manual or scheduled use.
+
+``dags/lake_maintenance.py`` builds the manual one (the table is a required param: trigger it
+from the UI form or the REST API); ``dags/lake_maintenance_daily.py`` a scheduled one whose
+runs, and backfills, compact the partitions of their own data interval.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import pendulum
+from airflow.sdk import DAG, Param
+
+from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from airflow_lake_provider.retention import CleanPolicy
+
+TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
+
+
+def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
+    """The params form: what an operator sees at 2 a.m. when triggering a run by hand."""
+    table = (
+        Param(table_default, type="string", pattern=TABLE_PATTERN, title="Table",
+              description="The table to maintain, as namespace.table (for example demo.events).")
+        if table_default
+        else Param(type="string", pattern=TABLE_PATTERN, title="Table",
+                   description="The table to maintain, as namespace.table (for example demo.events).")
+    )
+    return {
+        "table": table,
+        "target_file_size_bytes": Param(
+            None, type=["null", "integer"], minimum=1024 * 1024, maximum=16 * 1024**3,
+            title="Target file size (bytes)",
+            description="Size the rewrite aims for. Empty: the table's write.target-file-size-bytes (512 MiB by default).",
+        ),
+        "min_input_files": Param(
+            5, type="integer", minimum=1, maximum=100000, title="Minimum input files",
+            description="A partition's group of small files is compacted only when it has at least this many files.",
+        ),
+        "partition_filter": Param(
+            None, type=["null", "string"], title="Partition filter",
+            description="Only plan these rows, as a PyIceberg filter, e.g. day = '2026-01-01'. Empty: whole table "
+            "(scheduled and backfill runs are scoped to their data interval in any case).",
+        ),
+        "strategy": Param("binpack", enum=["binpack", "sort", "zorder"], title="Rewrite strategy",
+                          description="binpack: combine files as they are; sort: by the table's sort order."),
+        "retain_last": Param(
+            1, type="integer", minimum=1, maximum=10000, title="Snapshots to keep at least",
+            description="Expiry never goes below this many snapshots of main.",
+        ),
+        "expire_older_than_hours": Param(
+            120, type="integer", minimum=0, maximum=24 * 3650, title="Expire snapshots older than (hours)",
+            description="Snapshots older than this are expired (Iceberg's default is 5 days = 120 h).",
+        ),
+        "clean_policy": Param(
+            CleanPolicy.KEEP_LATEST_COMMITS.value, enum=[p.value for p in CleanPolicy], title="Clean policy",
+            description="Which snapshots the clean step keeps: the last N commits, the last N versions of every "
+            "partition, or everything current in the last N hours.",
+        ),
+        "clean_retained": Param(
+            10, type="integer", minimum=1, maximum=100000, title="Clean policy N",
+            description="N for the clean policy (commits, versions or hours).",
+        ),
+        "orphan_older_than_hours": Param(
+            72, type="integer", minimum=24, maximum=24 * 3650, title="Orphan files older than (hours)",
+            description="Unreferenced files younger than this are never deleted (24 h at least: writers in flight own them).",
+        ),
+        "dry_run": Param(
+            False, type="boolean", title="Dry run",
+            description="Plan and report what expiry and clean would remove; change nothing.",
+        ),
+    }
+
+
+def build_maintenance_dag(
+    dag_id: str,
+    *,
+    schedule: Any = None,
+    table_default: str | None = None,
+    lake_conn_id: str = "lake_default",
+    spark_conn_id: str = "spark_default",
+    **dag_kwargs: Any,
+) -> DAG:
+    """The four steps as separate tasks, snapshot IDs flowing through XCom."""
+    common = {"table": "{{ params.table }}", "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id}
+    with DAG(
+        dag_id=dag_id,
+        schedule=schedule,
+        start_date=dag_kwargs.pop("start_date", pendulum.datetime(2026, 1, 1, tz="UTC")),
+        catchup=dag_kwargs.pop("catchup", False),
+        max_active_runs=dag_kwargs.pop("max_active_runs", 1),
+        render_template_as_native_obj=True,
+        tags=dag_kwargs.pop("tags", ["iceberg", "maintenance"]),
+        params=maintenance_params(table_default),
+        **dag_kwargs,
+    ) as dag:
+        plan = IcebergRewritePlanOperator(
+            task_id="plan", **common,
+            target_file_size_bytes="{{ params.target_file_size_bytes }}",
+            min_input_files="{{ params.min_input_files }}",
+            partition_filter="{{ params.partition_filter }}",
+        )
+        rewrite = IcebergRewriteDataFilesOperator(
+            task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
+            rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
+        )
+        expire = IcebergExpireSnapshotsOperator(
+            task_id="expire", **common,
+            older_than="{{ params.expire_older_than_hours }}h",
+            retain_last="{{ params.retain_last }}",
+            protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
+            dry_run="{{ params.dry_run }}",
+            trigger_rule="none_failed",
+        )
+        clean = IcebergCleanPolicyOperator(
+            task_id="clean", **common,
+            policy="{{ params.clean_policy }}",
+            retained="{{ params.clean_retained }}",
+            protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
+            orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
+            dry_run="{{ params.dry_run }}",
+            trigger_rule="none_failed",
+        )
+        plan >> rewrite >> expire >> clean
+    return dag
