@@ -92,6 +92,24 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "sensors": [
+            {
+                "integration-name": "Iceberg Lake",
+                "python-modules": [
+                    "airflow_lake_provider.sensors.health",
+                    "airflow_lake_provider.sensors.snapshot",
+                ],
+            }
+        ],
+        "triggers": [
+            {
+                "integration-name": "Iceberg Lake",
+                "python-modules": [
+                    "airflow_lake_provider.triggers.health",
+                    "airflow_lake_provider.triggers.snapshot",
+                ],
+            }
+        ],
         "integrations": [
             {
                 "integration-name": "Iceberg Lake",

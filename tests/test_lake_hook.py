@@ -116,6 +116,9 @@ def test_provider_is_registered_with_airflow():
     assert "airflow-lake-provider" in listed.stdout
     hooks = subprocess.run([sys.executable, "-m", "airflow", "providers", "hooks"], capture_output=True, text=True, env=env)
     assert "iceberg_lake" in hooks.stdout and "IcebergLakeHook" in hooks.stdout
+    triggers = subprocess.run([sys.executable, "-m", "airflow", "providers", "triggers"], capture_output=True, text=True, env=env)
+    assert "airflow_lake_provider.triggers.health" in triggers.stdout
+    assert "airflow_lake_provider.triggers.snapshot" in triggers.stdout
 
 
 def test_connection_form_is_declared_in_provider_info():
