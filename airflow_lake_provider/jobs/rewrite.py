@@ -4,16 +4,24 @@ Args (JSON): ``table``, ``planned_snapshot_id``, ``partitions`` (``[{"spec_id", 
 {field: value}}]`` or null for the whole table), ``strategy`` (binpack / sort / zorder),
 ``sort_order`` ("col [ASC|DESC] [NULLS FIRST|LAST], ..."), ``zorder_columns``, ``options``
 (Iceberg rewrite options), ``rewrite_position_deletes``, ``rewrite_manifests`` and
-``snapshot_properties`` (put on every commit, so a retried task can find its own work).
+``snapshot_properties`` (put on every commit, so a retried task can find its own work),
+``max_attempts`` (default 3) and ``retry_backoff_seconds`` (default 2, doubled per retry).
 
-Iceberg only logs a file group whose commit was dropped under partial progress; this job
-checks every group against the files its own commits actually removed and reports the
-shortfall in ``failed_groups``.
+Concurrent writers: a commit that conflicts (Iceberg's ``ValidationException`` or
+``CommitFailedException``) is retried with bounded backoff, each attempt planning the same
+partitions again from the table's current snapshot; after the last attempt the job fails with
+:class:`RewriteConflict`, saying what happened and what to do. Under partial progress Iceberg
+only logs a file group whose commit it dropped: this job plans the groups itself before the
+rewrite, compares them with what was committed, retries the shortfall, and reports what is
+still missing in ``failed_groups``. Its own commits are recognised by a ``lake.rewrite-id``
+property unique to this run, so another writer's snapshot is never reported as its own.
 """
 
 from __future__ import annotations
 
 import re
+import time
+import uuid
 from typing import Any
 
 from airflow_lake_provider.jobs import iceberg
@@ -22,8 +30,38 @@ _ORDER_TERM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?(?:\s+N
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
 
+REWRITE_ID_PROPERTY = "lake.rewrite-id"
+_CONFLICTS = {
+    "org.apache.iceberg.exceptions.ValidationException": "validation",
+    "org.apache.iceberg.exceptions.CommitFailedException": "commit",
+}
+_DROPPED = "commit dropped (conflict with a concurrent commit)"
+MAX_BACKOFF_SECONDS = 30.0
+
+
 class PlannedSnapshotGone(Exception):
     """The planned snapshot is no longer the current snapshot or one of its ancestors."""
+
+
+class RewriteConflict(Exception):
+    """Every attempt of the rewrite conflicted with another writer's commit."""
+
+
+def conflict_reason(error: BaseException) -> str | None:
+    """Iceberg's own words when ``error`` is a commit conflict (anywhere in the Java cause chain)."""
+    java = getattr(error, "java_exception", None)
+    seen = 0
+    while java is not None and seen < 20:
+        name = str(java.getClass().getName())
+        message = str(java.getMessage() or "")
+        if name in _CONFLICTS:
+            return f"{name.rsplit('.', 1)[-1]}: {message}"
+        if "partial-progress.max-failed-commits" in message:
+            return message
+        cause = java.getCause()
+        java = cause if cause is not None and cause != java else None
+        seen += 1
+    return None
 
 
 def _partition_expression(spark, jtable, partitions: list[dict[str, Any]]):
@@ -83,9 +121,143 @@ def _removed_by_partition(spark, jtable, snapshots) -> dict[str, int]:
     return counts
 
 
+def _java_map(spark, values: dict[str, str]):
+    mapping = spark.sparkContext._jvm.java.util.HashMap()
+    for key, value in values.items():
+        mapping.put(key, value)
+    return mapping
+
+
+def _planned_files_by_partition(spark, jtable, start: int, expression, options: dict[str, str]) -> dict[str, int]:
+    """Data files Iceberg's planner selects from ``start``: what the rewrite is expected to commit."""
+    jvm = spark.sparkContext._jvm
+    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
+        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
+        start, True,
+    )
+    valid = {str(k) for k in planner.validOptions()}
+    planner.init(_java_map(spark, {k: v for k, v in options.items() if k in valid}))
+    counts: dict[str, int] = {}
+    groups = planner.plan().groups()
+    try:
+        iterator = groups.iterator()
+        while iterator.hasNext():
+            group = iterator.next()
+            key = iceberg.partition_path(jtable, int(jtable.spec().specId()), group.info().partition())
+            counts[key] = counts.get(key, 0) + int(group.inputFileNum())
+    finally:
+        groups.close()
+    return counts
+
+
+def _group_path(jtable, info) -> str:
+    return iceberg.partition_path(jtable, int(jtable.spec().specId()), info.partition())
+
+
+def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], expression) -> dict[str, Any]:
+    """One attempt, planned from the table state ``jtable`` holds; returns its groups and shortfall."""
+    start = jtable.currentSnapshot()
+    options = {str(k): str(v) for k, v in (args.get("options") or {}).items()}
+    strategy = args.get("strategy") or "binpack"
+    partial = options.get("partial-progress.enabled", "false").lower() == "true"
+    # The planner of sort and zorder is Spark's own (package-private); binpack's is public.
+    expected = (
+        _planned_files_by_partition(spark, jtable, int(start.snapshotId()), expression, options)
+        if partial and start is not None and strategy == "binpack"
+        else None
+    )
+    action = iceberg.with_properties(iceberg.actions(spark).rewriteDataFiles(jtable), props)
+    for key, value in options.items():
+        action = action.option(key, value)
+    if strategy == "sort":
+        order = _sort_order(spark, jtable, args.get("sort_order"))
+        action = action.sort(order) if order is not None else action.sort()
+    elif strategy == "zorder":
+        action = action.zOrder(iceberg.java_string_array(spark, list(args["zorder_columns"])))
+    if expression is not None:
+        action = action.filter(expression)
+    result = action.execute()
+    groups = [
+        {
+            "partition": _group_path(jtable, group.info()),
+            "global_index": int(group.info().globalIndex()),
+            "rewritten_data_files": int(group.rewrittenDataFilesCount()),
+            "added_data_files": int(group.addedDataFilesCount()),
+            "rewritten_bytes": int(group.rewrittenBytesCount()),
+        }
+        for group in result.rewriteResults()
+    ]
+    failed = [
+        {"partition": _group_path(jtable, f.info()), "global_index": int(f.info().globalIndex()),
+         "data_files": int(f.dataFilesCount()), "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
+        for f in result.rewriteFailures()
+    ]
+    if expected is not None:
+        # Under partial progress a conflicting group's commit is only logged: find it by its shortfall.
+        accounted: dict[str, int] = {}
+        for item in [*groups, *failed]:
+            files = item.get("rewritten_data_files", item.get("data_files", 0))
+            accounted[item["partition"]] = accounted.get(item["partition"], 0) + files
+        for partition, files in sorted(expected.items()):
+            missing = files - accounted.get(partition, 0)
+            if missing > 0:
+                failed.append({"partition": partition, "data_files": missing, "reason": _DROPPED})
+    return {
+        "starting_snapshot_id": int(start.snapshotId()) if start is not None else None,
+        "groups": groups,
+        "failed_groups": failed,
+        "removed_delete_files": int(result.removedDeleteFilesCount()),
+    }
+
+
+def _conflict_message(table_name: str, attempts: list[dict[str, Any]], committed: list[int]) -> str:
+    kept = (f"The commits it did make ({committed}) are kept, and a retried task finds them."
+            if committed else "This run changed nothing in the table.")
+    return (
+        f"Compaction of {table_name} conflicted with another writer's commit on all {len(attempts)} attempts "
+        f"(last: {attempts[-1]['detail']}). Another job changed the same data files while they were being "
+        f"rewritten: a merge-on-read DELETE, UPDATE or MERGE, or a second compaction. {kept} What to do: run "
+        "the task again later (it plans from the current snapshot), schedule compaction away from that writer, "
+        "narrow partition_filter to partitions it does not touch, or enable partial_progress so that the groups "
+        "that do not conflict are committed."
+    )
+
+
+def _retrying(stage, *, label: str, jtable, attempts: list[dict[str, Any]], max_attempts: int, backoff: float,
+              give_up):
+    """Run ``stage()`` until it finishes, at most ``max_attempts`` times, waiting (doubling, bounded) between.
+
+    ``stage`` returns ``(value, outcome, unfinished)``: ``unfinished`` names work Iceberg dropped
+    (tried again). A commit conflict raised by Iceberg is tried again too; after the last attempt
+    it becomes :class:`RewriteConflict` with ``give_up()``'s message. Other errors propagate.
+    """
+    for attempt in range(1, max_attempts + 1):
+        if attempt > 1:
+            time.sleep(min(backoff * 2 ** (attempt - 2), MAX_BACKOFF_SECONDS))
+            jtable.refresh()  # plan again from the current snapshot
+        start = jtable.currentSnapshot()
+        record = {"stage": label, "attempt": attempt,
+                  "starting_snapshot_id": int(start.snapshotId()) if start is not None else None}
+        try:
+            value, outcome, unfinished = stage()
+        except Exception as error:  # noqa: BLE001 - only conflicts are retried, the rest re-raised
+            reason = conflict_reason(error)
+            if reason is None:
+                raise
+            attempts.append({**record, "outcome": "conflict", "detail": reason})
+            if attempt == max_attempts:
+                raise RewriteConflict(give_up()) from None
+            continue
+        attempts.append({**record, "outcome": outcome, "detail": unfinished or ""})
+        if not unfinished or attempt == max_attempts:
+            return value
+    raise AssertionError("unreachable")
+
+
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     table_name = args["table"]
     props = {str(k): str(v) for k, v in (args.get("snapshot_properties") or {}).items()}
+    props[REWRITE_ID_PROPERTY] = uuid.uuid4().hex
     jtable = iceberg.load_table(spark, catalog, table_name)
     before = iceberg.current_snapshot_id(jtable)
     planned = args.get("planned_snapshot_id")
@@ -94,59 +266,56 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             f"Planned snapshot {planned} of {table_name} is no longer the current snapshot ({before}) "
             "or one of its ancestors: the table was rolled back or the snapshot expired. Plan again."
         )
-
-    action = iceberg.with_properties(iceberg.actions(spark).rewriteDataFiles(jtable), props)
-    for key, value in (args.get("options") or {}).items():
-        action = action.option(str(key), str(value))
-    strategy = args.get("strategy") or "binpack"
-    if strategy == "sort":
-        order = _sort_order(spark, jtable, args.get("sort_order"))
-        action = action.sort(order) if order is not None else action.sort()
-    elif strategy == "zorder":
-        action = action.zOrder(iceberg.java_string_array(spark, list(args["zorder_columns"])))
     partitions = args.get("partitions")
-    if partitions is not None:
-        action = action.filter(_partition_expression(spark, jtable, partitions))
+    expression = _partition_expression(spark, jtable, partitions) if partitions is not None else None
 
-    result = action.execute()
-    groups = []
-    for group in result.rewriteResults():
-        info = group.info()
-        groups.append(
-            {
-                "partition": iceberg.partition_path(jtable, int(jtable.spec().specId()), info.partition()),
-                "global_index": int(info.globalIndex()),
-                "rewritten_data_files": int(group.rewrittenDataFilesCount()),
-                "added_data_files": int(group.addedDataFilesCount()),
-                "rewritten_bytes": int(group.rewrittenBytesCount()),
-            }
-        )
-    failed_groups = [
-        {"partition": iceberg.partition_path(jtable, int(jtable.spec().specId()), f.info().partition()),
-         "global_index": int(f.info().globalIndex()), "data_files": int(f.dataFilesCount()),
-         "reason": "rewrite failed"}
-        for f in result.rewriteFailures()
-    ]
+    def ours() -> list[Any]:
+        return [s for s in iceberg.snapshots_after(jtable, before)
+                if iceberg.summary(s).get(REWRITE_ID_PROPERTY) == props[REWRITE_ID_PROPERTY]]
 
-    ours = [s for s in iceberg.snapshots_after(jtable, before) if all(iceberg.summary(s).get(k) == v for k, v in props.items())]
-    data_commits = [s for s in ours if str(s.operation()) == "replace"]
-    removed = _removed_by_partition(spark, jtable, data_commits)
+    attempts: list[dict[str, Any]] = []
+    retry = {
+        "jtable": jtable, "attempts": attempts, "max_attempts": max(1, int(args.get("max_attempts") or 3)),
+        "backoff": max(0.0, float(args.get("retry_backoff_seconds", 2.0))),
+        "give_up": lambda: _conflict_message(table_name, attempts, [int(s.snapshotId()) for s in ours()]),
+    }
     confirmed: list[dict[str, Any]] = []
-    for group in sorted(groups, key=lambda g: g["global_index"]):
+    last: dict[str, Any] = {"failed_groups": []}
+    removed_delete_files = 0
+
+    def rewrite_data_files():
+        nonlocal removed_delete_files
+        outcome = _rewrite_once(spark, jtable, args, props, expression)
+        confirmed.extend(outcome["groups"])
+        last["failed_groups"] = outcome["failed_groups"]
+        removed_delete_files += outcome["removed_delete_files"]
+        dropped = [g for g in outcome["failed_groups"] if g["reason"] == _DROPPED]
+        unfinished = f"Iceberg dropped the commit of {len(dropped)} file groups (partial progress)" if dropped else None
+        return None, ("committed" if outcome["groups"] else "nothing to commit"), unfinished
+
+    _retrying(rewrite_data_files, label="rewrite data files", **retry)
+    failed_groups = list(last["failed_groups"])
+
+    # Every reported group must be backed by files our own commits removed.
+    removed = _removed_by_partition(spark, jtable, [s for s in ours() if str(s.operation()) == "replace"])
+    kept: list[dict[str, Any]] = []
+    for group in confirmed:
         available = removed.get(group["partition"], 0)
         if available >= group["rewritten_data_files"]:
             removed[group["partition"]] = available - group["rewritten_data_files"]
-            confirmed.append(group)
+            kept.append(group)
         else:
-            failed_groups.append({**group, "reason": "commit dropped (conflict with a concurrent commit)"})
+            failed_groups.append({**group, "reason": _DROPPED})
 
-    removed_delete_files = int(result.removedDeleteFilesCount())
     position_deletes: dict[str, int] | None = None
     if args.get("rewrite_position_deletes"):
-        pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
-        for key, value in (args.get("position_delete_options") or {"rewrite-all": "true"}).items():
-            pd_action = pd_action.option(str(key), str(value))
-        pd = pd_action.execute()
+        def rewrite_position_deletes():
+            pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
+            for key, value in (args.get("position_delete_options") or {"rewrite-all": "true"}).items():
+                pd_action = pd_action.option(str(key), str(value))
+            return pd_action.execute(), "committed", None
+
+        pd = _retrying(rewrite_position_deletes, label="rewrite position deletes", **retry)
         position_deletes = {
             "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
             "added_delete_files": int(pd.addedDeleteFilesCount()),
@@ -154,26 +323,29 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None
     if args.get("rewrite_manifests"):
-        rm = iceberg.with_properties(iceberg.actions(spark).rewriteManifests(jtable), props).execute()
+        rm = _retrying(
+            lambda: (iceberg.with_properties(iceberg.actions(spark).rewriteManifests(jtable), props).execute(),
+                     "committed", None),
+            label="rewrite manifests", **retry)
         manifests = {
             "rewritten_manifests": len(list(rm.rewrittenManifests())),
             "added_manifests": len(list(rm.addedManifests())),
         }
 
-    after = iceberg.current_snapshot_id(jtable)
-    ours = [s for s in iceberg.snapshots_after(jtable, before) if all(iceberg.summary(s).get(k) == v for k, v in props.items())]
     return {
         "table": table_name,
         "snapshot_id_before": before,
-        "committed_snapshot_ids": [int(s.snapshotId()) for s in ours],
-        "snapshot_id_after": after,
-        "rewritten_data_files": sum(g["rewritten_data_files"] for g in confirmed),
-        "added_data_files": sum(g["added_data_files"] for g in confirmed),
-        "rewritten_bytes": sum(g["rewritten_bytes"] for g in confirmed),
+        # Only snapshots carrying this run's lake.rewrite-id: never another writer's commit.
+        "committed_snapshot_ids": [int(s.snapshotId()) for s in ours()],
+        "snapshot_id_after": iceberg.current_snapshot_id(jtable),
+        "rewritten_data_files": sum(g["rewritten_data_files"] for g in kept),
+        "added_data_files": sum(g["added_data_files"] for g in kept),
+        "rewritten_bytes": sum(g["rewritten_bytes"] for g in kept),
         "removed_delete_files": removed_delete_files,
-        "groups": confirmed,
+        "groups": kept,
         "failed_groups": failed_groups,
+        "attempts": attempts,
         "position_deletes": position_deletes,
         "manifests": manifests,
-        "strategy": strategy,
+        "strategy": args.get("strategy") or "binpack",
     }

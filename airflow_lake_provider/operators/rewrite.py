@@ -42,6 +42,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         same application: drops deletes made dangling by the rewrite, merges small ones.
     :param rewrite_manifests: also rewrite manifests in the same application.
     :param options: further Iceberg rewrite options, passed as they are.
+    :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
+        each retry plans the same partitions again from the current snapshot. After the last one
+        the task fails with a message naming the conflict and what to do.
+    :param commit_retry_backoff_seconds: wait before the first retry, doubled for each further one
+        (capped at 30 s).
     """
 
     template_fields: Sequence[str] = (
@@ -49,7 +54,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         "plan", "strategy", "sort_order", "zorder_columns", "target_file_size_bytes", "min_file_size_bytes",
         "max_file_size_bytes", "min_input_files", "partial_progress", "max_commits",
         "use_starting_sequence_number", "max_concurrent_file_group_rewrites", "rewrite_position_deletes",
-        "rewrite_manifests", "options", "dry_run",
+        "rewrite_manifests", "options", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
     )
 
     def __init__(
@@ -72,6 +77,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         options: dict[str, Any] | None = None,
         fail_on_dropped_groups: bool = True,
         dry_run: bool = False,
+        max_commit_attempts: int = 3,
+        commit_retry_backoff_seconds: float = 2.0,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -92,6 +99,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.options = options
         self.fail_on_dropped_groups = fail_on_dropped_groups
         self.dry_run = dry_run
+        self.max_commit_attempts = max_commit_attempts
+        self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
 
     # -- validation (no JVM) ------------------------------------------------------------------
     def _plan(self) -> dict[str, Any] | None:
@@ -141,12 +150,26 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         options.update({str(k): str(v) for k, v in (self.options or {}).items()})
         return options
 
+    def retry_settings(self) -> dict[str, Any]:
+        attempts, backoff = self.max_commit_attempts, self.commit_retry_backoff_seconds
+        try:  # templated values arrive as text
+            attempts = int(attempts) if isinstance(attempts, str) else attempts
+            backoff = float(backoff) if isinstance(backoff, str) else backoff
+        except ValueError:
+            pass
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10:
+            raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to 10; got {attempts!r}.")
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 300:
+            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to 300; got {backoff!r}.")
+        return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
+
     # -- running ------------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
         plan = self._plan()
         table = self.load_table()
         name = self.table_identifier.dotted
         options = self.iceberg_options(dict(table.properties), plan)
+        retry = self.retry_settings()
         planned_snapshot = plan["snapshot_id"] if plan else None
         if planned_snapshot is not None:
             require_in_lineage(table, int(planned_snapshot), table_name=name)
@@ -184,6 +207,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
                 "rewrite_position_deletes": bool(self.rewrite_position_deletes),
                 "rewrite_manifests": bool(self.rewrite_manifests),
                 "snapshot_properties": tags,
+                **retry,
             },
         )
         result["planned_snapshot_id"] = planned_snapshot
@@ -193,6 +217,9 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             result["removed_delete_files"], result["committed_snapshot_ids"], result["snapshot_id_before"],
             result["snapshot_id_after"],
         )
+        conflicts = [a for a in result.get("attempts") or [] if a["outcome"] == "conflict" or a["detail"]]
+        if conflicts:
+            self.log.warning("The rewrite met concurrent commits and tried again: %s", conflicts)
         if result["failed_groups"]:
             detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result["failed_groups"])
             message = (

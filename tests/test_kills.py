@@ -1,0 +1,178 @@
+"""SIGKILL the Spark application of rewrite, expire and clean at varied moments.
+
+After every kill the table reads the same rows; the next run of the task succeeds; and the files
+the killed runs left behind are removed by the clean step once they are past the orphan floor.
+Two ways to kill: the whole spark-submit process group (what the operator's ``on_kill`` does)
+and only the Python driver process (the JVM then loses its application).
+"""
+
+from __future__ import annotations
+
+import os
+import signal
+import threading
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import psutil
+import pytest
+
+from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from lake_checks import FakeTaskInstance, table_fingerprint
+
+pytestmark = [pytest.mark.slow, pytest.mark.spark_submit]
+KILLS: list[dict] = []
+
+
+def _context(task_id: str) -> dict:
+    return {"ti": FakeTaskInstance(task_id=task_id, run_id="manual__kills")}
+
+
+def _is_checksum(path: Path) -> bool:
+    """Hadoop's local file system writes ``.NAME.crc`` beside each file and deletes it with the file."""
+    return path.name.startswith(".") and path.name.endswith(".crc")
+
+
+def files_on_disk(table) -> set[str]:
+    """Files under the table location (Hadoop's checksum side files left out)."""
+    root = Path(urlsplit(table.location()).path)
+    return {str(p) for p in root.rglob("*") if p.is_file() and not _is_checksum(p)}
+
+
+def stray_checksums(table) -> list[str]:
+    """Checksum side files whose file is gone: there must be none."""
+    root = Path(urlsplit(table.location()).path)
+    return [str(p) for p in root.rglob(".*.crc") if not (p.parent / p.name[1:-4]).exists()]
+
+
+def referenced_files(table) -> set[str]:
+    """Every file some snapshot, tag, branch or metadata log entry of the table references."""
+    paths = {urlsplit(table.metadata_location).path}
+    paths |= {urlsplit(entry.metadata_file).path for entry in table.metadata.metadata_log}
+    for snapshot in table.snapshots():
+        paths.add(urlsplit(snapshot.manifest_list).path)
+        for manifest in snapshot.manifests(table.io):
+            paths.add(urlsplit(manifest.manifest_path).path)
+            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
+                paths.add(urlsplit(entry.data_file.file_path).path)
+    return paths
+
+
+def _driver_processes(spark_submit_pid: int) -> list[psutil.Process]:
+    try:
+        children = psutil.Process(spark_submit_pid).children(recursive=True)
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for child in children:
+        try:
+            if any(part.endswith("jobs/main.py") for part in child.cmdline()):
+                found.append(child)
+        except (psutil.NoSuchProcess, psutil.AccessDenied):
+            pass
+    return found
+
+
+def run_and_kill(op, context: dict, after_seconds: float, how: str, trigger=None) -> str:
+    """Run ``op`` in a thread; SIGKILL its Spark application after ``after_seconds``, or once ``trigger()()`` holds."""
+    outcome: dict = {}
+    when = trigger() if trigger else None
+
+    def target() -> None:
+        try:
+            outcome["result"] = op.execute(context)
+        except Exception as error:  # noqa: BLE001 - the kill is expected to fail the task
+            outcome["error"] = error
+
+    thread = threading.Thread(target=target, daemon=True)
+    started = time.monotonic()
+    thread.start()
+    killed_at = None
+    while thread.is_alive():
+        elapsed = time.monotonic() - started
+        process = getattr(getattr(op._job_hook, "_submit_hook", None), "_submit_sp", None) if op._job_hook else None
+        due = when() if when else elapsed >= after_seconds
+        if process is not None and process.poll() is None and (due or elapsed >= after_seconds):
+            if how == "spark-submit":
+                op.on_kill()
+                killed_at = elapsed
+            else:
+                drivers = _driver_processes(process.pid)
+                for driver in drivers:
+                    os.kill(driver.pid, signal.SIGKILL)
+                if drivers:
+                    killed_at = elapsed
+            if killed_at is not None:
+                break
+        time.sleep(0.1)
+    thread.join(timeout=180)
+    moment = f"{killed_at:.1f}s" if killed_at is not None else "never (it finished first)"
+    state = "finished" if "result" in outcome else f"failed: {type(outcome.get('error')).__name__}"
+    KILLS.append({"task": op.task_id, "how": how, "at": moment, "state": state})
+    return state
+
+
+def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lake_hook, namespace):
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=30, rows_per_commit=10)
+    table = lake_hook.load_table(name)
+    fingerprint = table_fingerprint(table)
+    plan = IcebergRewritePlanOperator(task_id="plan", table=name).execute(_context("plan"))
+
+    def first_new_file(folder: str):
+        def start():  # called as the run starts: files from here on are the run's own
+            baseline = files_on_disk(table)
+            return lambda: any(f"/{folder}/" in path for path in files_on_disk(table) - baseline)
+        return start
+
+    # Rewrite: killed as soon as it writes its first data file, and while the JVM starts or plans.
+    for seconds, how, when in ((90, "driver", first_new_file("data")), (90, "spark-submit", first_new_file("data")),
+                               (2, "spark-submit", None), (4, "driver", None), (6, "spark-submit", None)):
+        op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan)
+        run_and_kill(op, _context("rewrite"), seconds, how, when)
+        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+    result = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan).execute(_context("rewrite"))
+    assert result["failed_groups"] == []
+    KILLS.append({"task": "rewrite", "how": "next run", "at": "-",
+                  "state": "recovered its commit" if result.get("recovered_from_earlier_try") else "rewrote"})
+    assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+
+    # Expire: killed at varied moments, the last one just after its commit (while it deletes files).
+    for seconds, how, when in ((2.5, "driver", None), (5, "spark-submit", None), (90, "driver", first_new_file("metadata"))):
+        op = IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="0h", retain_last=1)
+        run_and_kill(op, _context("expire"), seconds, how, when)
+        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+    IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="0h", retain_last=1).execute(_context("expire"))
+    assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+
+    # Clean (with orphan removal at the normal floor): killed, then it succeeds.
+    for seconds, how in ((2, "spark-submit"), (4, "driver"), (6, "spark-submit")):
+        op = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48)
+        run_and_kill(op, _context("clean"), seconds, how)
+        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+
+    # What the killed runs left behind: on disk, referenced by nothing.
+    table = lake_hook.load_table(name)
+    leftovers = files_on_disk(table) - referenced_files(table)
+    young = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48).execute({})
+    assert young["orphan_file_count"] == 0  # all younger than the floor: kept
+    assert leftovers <= files_on_disk(lake_hook.load_table(name))
+    # Past the floor (made three days old), the clean step removes exactly them.
+    old = time.time() - 72 * 3600
+    for path in leftovers:
+        os.utime(path, (old, old))
+    cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48).execute({})
+    table = lake_hook.load_table(name)
+    assert {urlsplit(p).path for p in cleaned["orphan_files"]} == leftovers
+    assert not files_on_disk(table) - referenced_files(table)
+    assert not stray_checksums(table)
+    assert table_fingerprint(table) == fingerprint
+
+    report = ", ".join(f"{k['task']}/{k['how']}@{k['at']}->{k['state']}" for k in KILLS)
+    print(f"\n{len(KILLS)} kill attempts, {len(leftovers)} leftover files removed: {report}")
+    assert sum(1 for k in KILLS if k["at"][0].isdigit()) >= 10
