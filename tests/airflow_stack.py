@@ -1,0 +1,143 @@
+"""A real Airflow on 127.0.0.1 for end-to-end tests: api-server, scheduler, dag-processor, triggerer.
+
+Started as separate processes (not ``airflow standalone``, which binds log servers on every
+interface), with the LocalExecutor on a private SQLite metadata database, and stopped by the
+fixture that starts it.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import secrets
+import signal
+import socket
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import requests
+
+
+def free_port() -> int:
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+class AirflowStack:
+    USER = "admin"
+
+    def __init__(self, home: Path, dags_folder: Path, lake_home: Path):
+        self.home = home
+        self.port = free_port()
+        self.base_url = f"http://127.0.0.1:{self.port}"
+        self.password = secrets.token_urlsafe(12)
+        self.processes: list[subprocess.Popen] = []
+        home.mkdir(parents=True, exist_ok=True)
+        passwords = home / "passwords.json"
+        passwords.write_text(json.dumps({self.USER: self.password}))
+        self.env = {
+            **os.environ,
+            "AIRFLOW_HOME": str(home),
+            "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
+            "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
+            "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
+            "AIRFLOW__CORE__PARALLELISM": "4",
+            "AIRFLOW__CORE__DAGS_ARE_PAUSED_AT_CREATION": "False",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_USERS": f"{self.USER}:admin",
+            "AIRFLOW__CORE__SIMPLE_AUTH_MANAGER_PASSWORDS_FILE": str(passwords),
+            "AIRFLOW__CORE__EXECUTION_API_SERVER_URL": f"{self.base_url}/execution/",
+            "AIRFLOW__API__BASE_URL": self.base_url,
+            "AIRFLOW__API__HOST": "127.0.0.1",
+            "AIRFLOW__API__PORT": str(self.port),
+            "AIRFLOW__API_AUTH__JWT_SECRET": secrets.token_hex(32),
+            "AIRFLOW__DAG_PROCESSOR__REFRESH_INTERVAL": "5",
+            "AIRFLOW__DAG_PROCESSOR__MIN_FILE_PROCESS_INTERVAL": "5",
+            "AIRFLOW__SCHEDULER__SCHEDULER_HEARTBEAT_SEC": "2",
+            "LAKE_HOME": str(lake_home),
+        }
+        self._token: str | None = None
+
+    # -- lifecycle --------------------------------------------------------------------------
+    def _spawn(self, name: str, *args: str) -> None:
+        log = open(self.home / f"{name}.log", "w")  # noqa: SIM115 - closed with the process
+        process = subprocess.Popen(
+            [sys.executable, "-m", "airflow", *args], env=self.env, stdout=log, stderr=subprocess.STDOUT,
+            start_new_session=True,
+        )
+        process.log_file = log  # type: ignore[attr-defined]
+        self.processes.append(process)
+
+    def start(self, timeout: float = 240) -> AirflowStack:
+        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=self.env, check=True, capture_output=True)
+        self._spawn("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1")
+        self._spawn("scheduler", "scheduler", "--skip-serve-logs")
+        self._spawn("dag-processor", "dag-processor")
+        self._spawn("triggerer", "triggerer", "--skip-serve-logs")
+        self.wait_for(lambda: requests.get(f"{self.base_url}/api/v2/monitor/health", timeout=5).ok, timeout, "api-server")
+        return self
+
+    def stop(self) -> None:
+        for process in self.processes:
+            try:
+                os.killpg(process.pid, signal.SIGTERM)
+            except ProcessLookupError:
+                pass
+        deadline = time.monotonic() + 30
+        for process in self.processes:
+            try:
+                process.wait(timeout=max(1, deadline - time.monotonic()))
+            except subprocess.TimeoutExpired:
+                os.killpg(process.pid, signal.SIGKILL)
+                process.wait()
+            process.log_file.close()  # type: ignore[attr-defined]
+
+    def logs(self) -> str:
+        return "\n".join(f"===== {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.home.glob("*.log")))
+
+    @staticmethod
+    def wait_for(condition, timeout: float, what: str, interval: float = 2):
+        deadline = time.monotonic() + timeout
+        last_error: Exception | None = None
+        while time.monotonic() < deadline:
+            try:
+                value = condition()
+                if value:
+                    return value
+            except (requests.RequestException, KeyError, ValueError) as error:
+                last_error = error
+            time.sleep(interval)
+        raise TimeoutError(f"Timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+
+    # -- REST -------------------------------------------------------------------------------
+    @property
+    def token(self) -> str:
+        if self._token is None:
+            response = requests.post(f"{self.base_url}/auth/token",
+                                     json={"username": self.USER, "password": self.password}, timeout=30)
+            response.raise_for_status()
+            self._token = response.json()["access_token"]
+        return self._token
+
+    def api(self, method: str, path: str, **kwargs) -> requests.Response:
+        headers = {"Authorization": f"Bearer {self.token}"}
+        return requests.request(method, f"{self.base_url}/api/v2{path}", headers=headers, timeout=60, **kwargs)
+
+    def wait_for_dag(self, dag_id: str, timeout: float = 180) -> dict:
+        return self.wait_for(lambda: self.api("GET", f"/dags/{dag_id}").ok and self.api("GET", f"/dags/{dag_id}").json(),
+                             timeout, f"DAG {dag_id} to be parsed")
+
+    def wait_for_run(self, dag_id: str, run_id: str, timeout: float = 600) -> dict:
+        def finished():
+            run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}").json()
+            return run if run["state"] in ("success", "failed") else None
+
+        return self.wait_for(finished, timeout, f"run {run_id} of {dag_id}", interval=3)
+
+    def xcom(self, dag_id: str, run_id: str, task_id: str):
+        response = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+                            params={"deserialize": "true", "stringify": "false"})
+        response.raise_for_status()
+        return response.json()["value"]
