@@ -618,8 +618,12 @@ def plan_table(
             row_filter = parse(partition_filter)
             bind(table.schema(), row_filter, case_sensitive=True)  # unknown columns fail here, not mid-scan
         except Exception as exc:  # pyparsing.ParseException, ValueError from binding
-            where = f" at char {exc.loc}" if hasattr(exc, "loc") else ""
-            raise LakeConfigError(f"Invalid partition_filter {partition_filter!r}{where}: {exc}") from exc
+            if hasattr(exc, "loc"):  # the parser's own "Expected {...}" grammar dump helps nobody
+                detail = (f"it does not parse (at char {exc.loc}); write a PyIceberg filter such as "
+                          "day = '2026-01-01' or amount > 10 AND region = 'eu'")
+            else:
+                detail = str(exc)
+            raise LakeConfigError(f"Invalid partition_filter {partition_filter!r}: {detail}.") from exc
 
     if snapshot_id is None:
         current = table.current_snapshot()

@@ -110,9 +110,10 @@ def test_secret_keys():
 
 
 @pytest.mark.parametrize("value", ["events", "", "db.ev'ents", "db.t;DROP TABLE x", "db.`t`", "1db.t", None, 42])
-def test_table_identifiers_refuse_injection_and_malformed_names(value):
-    with pytest.raises(LakeConfigError):
+def test_table_identifiers_refuse_injection_and_malformed_names(bad_input, value):
+    with pytest.raises(LakeConfigError) as raised:
         TableIdentifier.parse(value)
+    bad_input("table name", repr(value), raised.value)
 
 
 def test_table_identifier_forms():

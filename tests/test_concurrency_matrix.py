@@ -1,4 +1,5 @@
-"""The compaction conflict matrix: four races x use-starting-sequence-number x partial progress.
+"""The compaction conflict matrix: four races x use-starting-sequence-number x partial progress,
+on both catalog databases (SQLite, the embedded lake; PostgreSQL, started by the test setup).
 
 Our rewrite is the job code (``jobs.rewrite.run``) on the shared in-process Spark session; the
 other writer is a separate process (:class:`WriterProcess`: PyIceberg for appends, its own Spark
@@ -12,21 +13,26 @@ another writer commits C". docs/concurrency.md is written from what the cells ob
 from __future__ import annotations
 
 import datetime as dt
+import dataclasses
 import json
 import os
 import re
 import subprocess
 import sys
 import tempfile
+import uuid
+from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.jobs import iceberg as jobs_iceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 from conftest import REPO
 from lake_checks import live_files, table_fingerprint
+from postgres_server import postgres_server  # noqa: F401 - the session fixture
 
 DAY_A, DAY_B = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 CONCURRENT_IDS = 100_000  # event ids of rows the other writer appends
@@ -34,12 +40,16 @@ CONCURRENT_IDS = 100_000  # event ids of rows the other writer appends
 # The other writer: a separate Python process taking one JSON command per line on stdin.
 WRITER_SOURCE = r'''
 import datetime as dt, json, sys, tempfile, traceback
+import os
+from airflow_lake_provider.catalog_config import CatalogConfig
 from airflow_lake_provider.lake import embedded_catalog_config
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.demo_data import _batch
 from pyiceberg.catalog import load_catalog
 
-config = embedded_catalog_config()
+# The catalog to write to: LAKE_WRITER_CATALOG (CatalogConfig fields as JSON), else the embedded lake.
+given = os.environ.pop("LAKE_WRITER_CATALOG", None)
+config = CatalogConfig(**json.loads(given)) if given else embedded_catalog_config()
 catalog = load_catalog(config.name, **config.pyiceberg_catalog_properties())
 spark = None
 STAGED = {}
@@ -92,13 +102,17 @@ for line in sys.stdin:
 
 
 class WriterProcess:
-    """Another writer in its own process (PyIceberg, and Spark when asked), on the embedded lake."""
+    """Another writer in its own process (PyIceberg, and Spark when asked), on ``catalog`` (a
+    :class:`CatalogConfig`; default: the embedded lake)."""
 
-    def __init__(self) -> None:
+    def __init__(self, catalog=None) -> None:
         self.log = tempfile.NamedTemporaryFile(prefix="other-writer-", suffix=".log", delete=False)
+        env = os.environ.copy()
+        if catalog is not None:
+            env["LAKE_WRITER_CATALOG"] = json.dumps(dataclasses.asdict(catalog))
         self.process = subprocess.Popen(
             [sys.executable, "-c", WRITER_SOURCE], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self.log, text=True, cwd=REPO, env=os.environ.copy(),
+            stderr=self.log, text=True, cwd=REPO, env=env,
         )
 
     def __call__(self, op: str, **args):
@@ -123,11 +137,55 @@ class WriterProcess:
 
 @pytest.fixture(scope="module")
 def writer(lake_hook):
+    """The other writer on the embedded lake (SQLite catalog)."""
     lake_hook.catalog  # catalog tables exist before the other process opens them
     process = WriterProcess()
     process("spark")  # start its JVM once
     yield process
     process.close()
+
+
+@dataclass
+class Backend:
+    """One catalog database the matrix runs on: its hook (both faces) and the other writer on it."""
+
+    label: str
+    hook: IcebergLakeHook
+    writer: WriterProcess
+
+    @property
+    def catalog(self) -> str:
+        """The Spark catalog name (``catalog.namespace.table`` in SQL)."""
+        return self.hook.config.name
+
+    def new_table_name(self) -> str:
+        namespace = f"m_{uuid.uuid4().hex[:10]}"
+        self.hook.catalog.create_namespace(namespace)
+        return f"{namespace}.events"
+
+
+@pytest.fixture(scope="module", params=["sqlite", "postgresql"])
+def backend(request, lake_hook, spark, writer):
+    """The embedded lake (SQLite), then a PostgreSQL catalog registered in the shared Spark session."""
+    if request.param == "sqlite":
+        yield Backend("SQLite", lake_hook, writer)
+        return
+    server = request.getfixturevalue("postgres_server")
+    warehouse = Path(tempfile.mkdtemp(prefix="lake-pg-matrix-"))
+    connection = server.connection(server.create_database(), warehouse, catalog_name="pglake")
+    os.environ["AIRFLOW_CONN_LAKE_PG_MATRIX"] = json.dumps(connection)
+    hook = IcebergLakeHook("lake_pg_matrix")
+    hook.catalog  # PyIceberg creates the catalog tables first (init-catalog-tables=false on the Spark side)
+    for key, value in hook.spark_catalog_conf().items():
+        if key.startswith(f"spark.sql.catalog.{hook.config.name}"):
+            spark.conf.set(key, value)  # catalogs are resolved lazily: a runtime conf registers one
+    other = WriterProcess(hook.config)
+    other("spark")
+    try:
+        yield Backend("PostgreSQL", hook, other)
+    finally:
+        other.close()
+        os.environ.pop("AIRFLOW_CONN_LAKE_PG_MATRIX", None)
 
 
 def inject_before_first_action(monkeypatch, concurrent) -> dict:
@@ -146,32 +204,32 @@ def inject_before_first_action(monkeypatch, concurrent) -> dict:
 
 
 # -- the four races ---------------------------------------------------------------------------
-def _append(writer, name, day):
-    return writer("append", table=name, start_id=CONCURRENT_IDS, rows=20, day=day.isoformat())
+def _append(backend: Backend, name, day):
+    return backend.writer("append", table=name, start_id=CONCURRENT_IDS, rows=20, day=day.isoformat())
 
 
-def race_append(writer, name):
+def race_append(backend: Backend, name):
     """(a) another writer appends C to partition A."""
-    return [_append(writer, name, DAY_A)]
+    return [_append(backend, name, DAY_A)]
 
 
-def race_second_compaction(writer, name):
+def race_second_compaction(backend: Backend, name):
     """(b) a second compaction, planned on the same snapshot, commits first."""
-    result = writer("rewrite", args={"table": name, "options": {"min-input-files": "2"}})
+    result = backend.writer("rewrite", args={"table": name, "options": {"min-input-files": "2"}})
     return result["committed_snapshot_ids"]
 
 
-def race_mor_update(writer, name):
+def race_mor_update(backend: Backend, name):
     """(c) another writer updates rows of A with merge-on-read position deletes."""
-    return [writer("sql", table=name, statements=[
-        f"UPDATE lake.{name} SET amount = amount + 1000 WHERE day = DATE '{DAY_A}' AND event_id % 10 = 1"])]
+    return [backend.writer("sql", table=name, statements=[
+        f"UPDATE {backend.catalog}.{name} SET amount = amount + 1000 WHERE day = DATE '{DAY_A}' AND event_id % 10 = 1"])]
 
 
-def race_append_then_delete(writer, name):
+def race_append_then_delete(backend: Backend, name):
     """(d) another writer appends C, then deletes rows of C (merge-on-read)."""
-    appended = _append(writer, name, DAY_A)
-    deleted = writer("sql", table=name, statements=[
-        f"DELETE FROM lake.{name} WHERE event_id >= {CONCURRENT_IDS} AND event_id % 2 = 0"])
+    appended = _append(backend, name, DAY_A)
+    deleted = backend.writer("sql", table=name, statements=[
+        f"DELETE FROM {backend.catalog}.{name} WHERE event_id >= {CONCURRENT_IDS} AND event_id % 2 = 0"])
     return [appended, deleted]
 
 
@@ -182,7 +240,7 @@ RACES = {
     "d": ("append C, then DELETE rows of C", race_append_then_delete),
 }
 CELLS: list[dict] = []
-PERSISTENT: dict[str, str] = {}
+PERSISTENT: dict[tuple[str, str], str] = {}
 
 
 def _iceberg_did(first: dict, rebased: bool) -> str:
@@ -198,15 +256,15 @@ def _iceberg_did(first: dict, rebased: bool) -> str:
 @pytest.mark.parametrize("partial", [False, True], ids=["pp-off", "pp-on"])
 @pytest.mark.parametrize("starting_seq", [True, False], ids=["ssn-true", "ssn-false"])
 @pytest.mark.parametrize("race", sorted(RACES))
-def test_compaction_racing_another_writer(lake_hook, spark, writer, namespace, monkeypatch, race, starting_seq, partial):
-    name = f"{namespace}.events"
+def test_compaction_racing_another_writer(backend, spark, monkeypatch, race, starting_seq, partial):
+    lake_hook, name = backend.hook, backend.new_table_name()
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
     table = lake_hook.load_table(name)
     planned_on = table.current_snapshot().snapshot_id
     label, concurrent = RACES[race]
 
     def other_writer():
-        snapshot_ids = concurrent(writer, name)
+        snapshot_ids = concurrent(backend, name)
         return {"snapshot_ids": snapshot_ids, "committed": table_fingerprint(lake_hook.load_table(name))}
 
     state = inject_before_first_action(monkeypatch, other_writer)
@@ -219,7 +277,7 @@ def test_compaction_racing_another_writer(lake_hook, spark, writer, namespace, m
     }
     error = result = None
     try:
-        result = rewrite_job.run(spark, "lake", args)
+        result = rewrite_job.run(spark, backend.catalog, args)
     except rewrite_job.RewriteConflict as conflict:
         error = str(conflict)
     monkeypatch.undo()
@@ -231,7 +289,7 @@ def test_compaction_racing_another_writer(lake_hook, spark, writer, namespace, m
     history = [s.snapshot_id for s in table.snapshots()]
     concurrent_ids = state["result"]["snapshot_ids"]
     assert all(sid in history for sid in concurrent_ids)
-    cell = {"race": race, "label": label, "ssn": starting_seq, "partial": partial}
+    cell = {"backend": backend.label, "race": race, "label": label, "ssn": starting_seq, "partial": partial}
     if error is not None:
         # A failure says what happened and what to do, in plain words.
         assert "conflicted with another writer" in error and "What to do" in error
@@ -267,9 +325,9 @@ def test_compaction_racing_another_writer(lake_hook, spark, writer, namespace, m
 
 
 @pytest.mark.parametrize("partial", [False, True], ids=["pp-off", "pp-on"])
-def test_a_conflict_on_every_attempt_is_reported_never_hidden(lake_hook, spark, writer, namespace, monkeypatch, partial):
+def test_a_conflict_on_every_attempt_is_reported_never_hidden(backend, spark, monkeypatch, partial):
     """The other writer updates A before each of the two attempts: bounded retries, then a plain failure."""
-    name = f"{namespace}.events"
+    lake_hook, name = backend.hook, backend.new_table_name()
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
     planned_on = lake_hook.load_table(name).current_snapshot().snapshot_id
     real = jobs_iceberg.actions
@@ -278,7 +336,7 @@ def test_a_conflict_on_every_attempt_is_reported_never_hidden(lake_hook, spark, 
     def actions(spark_session):
         calls["n"] += 1
         if calls["n"] <= 2:
-            race_mor_update(writer, name)
+            race_mor_update(backend, name)
             calls["committed"] = table_fingerprint(lake_hook.load_table(name))
         return real(spark_session)
 
@@ -287,30 +345,41 @@ def test_a_conflict_on_every_attempt_is_reported_never_hidden(lake_hook, spark, 
             "options": {"min-input-files": "2", "partial-progress.enabled": str(partial).lower()},
             "rewrite_position_deletes": False, "max_attempts": 2, "retry_backoff_seconds": 0.1}
     if partial:
-        result = rewrite_job.run(spark, "lake", args)
+        result = rewrite_job.run(spark, backend.catalog, args)
         assert [a["outcome"] for a in result["attempts"]] == ["committed", "nothing to commit"]
         assert [g["partition"] for g in result["failed_groups"]] == [f"day={DAY_A}"]  # reported: the task fails
-        PERSISTENT["on"] = f"returns failed_groups {result['failed_groups']} (the operator then fails the task)"
+        PERSISTENT[(backend.label, "on")] = f"returns failed_groups {result['failed_groups']} (the operator then fails the task)"
     else:
         with pytest.raises(rewrite_job.RewriteConflict) as raised:
-            rewrite_job.run(spark, "lake", args)
+            rewrite_job.run(spark, backend.catalog, args)
         message = str(raised.value)
         assert "conflicted with another writer's commit on all 2 attempts" in message
         assert "found new" in message and "This run changed nothing in the table." in message
         assert "run the task again later" in message and "partial_progress" in message
-        PERSISTENT["off"] = f"fails: {message}"
+        PERSISTENT[(backend.label, "off")] = f"fails: {message}"
     monkeypatch.undo()
     assert table_fingerprint(lake_hook.load_table(name)) == calls["committed"]
+
+
+CELLS_PER_BACKEND = 16
 
 
 @pytest.fixture(scope="module", autouse=True)
 def concurrency_doc():
     yield
-    if len(CELLS) == 16:
+    if len(CELLS) == 2 * CELLS_PER_BACKEND:  # the whole matrix ran: write what it observed
         write_doc(CELLS, REPO / "docs" / "concurrency.md")
 
 
+def _plain(text: str) -> str:
+    """A cell's text without file paths (they differ per run and per backend)."""
+    text = re.sub(r"GenericDataFile\{[^;)]*", "<data file>", text)
+    text = re.sub(r"\bm_[0-9a-f]{10}\.", "<namespace>.", text)
+    return re.sub(r"file:/[^\s,;)}]*", "<path>", text).replace("|", "/")
+
+
 def write_doc(cells: list[dict], path: Path) -> None:
+    backends = sorted({c["backend"] for c in cells}, key=lambda b: b != "SQLite")
     lines = [
         "# Compaction racing other writers: the observed matrix",
         "",
@@ -321,26 +390,37 @@ def write_doc(cells: list[dict], path: Path) -> None:
         "process commits (PyIceberg for appends, a second Spark for merge-on-read UPDATE/DELETE and for the",
         "second compaction) before the rewrite commits. The rewrite runs with `max_attempts=3`.",
         "\"Iceberg did\" is the first attempt; \"our rewrite reported\" is the task's final result.",
-        "In every cell the table's row count and checksum equal those of what the writers committed.",
-        "",
-        "| race | use-starting-sequence-number | partial-progress | Iceberg did | our rewrite reported | rows |",
-        "|---|---|---|---|---|---|",
+        f"The matrix runs once per catalog database ({' and '.join(backends)}, the latter started by the",
+        "test setup on 127.0.0.1). In every cell the table's row count and checksum equal those of what the",
+        "writers committed.",
     ]
-    def plain(text: str) -> str:
-        text = re.sub(r"GenericDataFile\{[^;)]*", "<data file>", text)
-        return re.sub(r"file:/[^\s,;)}]*", "<path>", text).replace("|", "/")
-
-    for cell in sorted(cells, key=lambda c: (c["race"], not c["ssn"], c["partial"])):
-        iceberg, ours = plain(cell["iceberg"]), plain(cell["ours"])
-        lines.append(f"| ({cell['race']}) {cell['label']} | {str(cell['ssn']).lower()} | {str(cell['partial']).lower()} "
-                     f"| {iceberg} | {ours} | {cell['rows']} (checksum equal) |")
+    for label in backends:
+        mine = sorted((c for c in cells if c["backend"] == label), key=lambda c: (c["race"], not c["ssn"], c["partial"]))
+        lines += [
+            "",
+            f"## {label} catalog",
+            "",
+            "| race | use-starting-sequence-number | partial-progress | Iceberg did | our rewrite reported | rows |",
+            "|---|---|---|---|---|---|",
+        ]
+        for cell in mine:
+            lines.append(f"| ({cell['race']}) {cell['label']} | {str(cell['ssn']).lower()} | "
+                         f"{str(cell['partial']).lower()} | {_plain(cell['iceberg'])} | {_plain(cell['ours'])} | "
+                         f"{cell['rows']} (checksum equal) |")
+    outcome = {label: [(c["race"], c["ssn"], c["partial"], c["iceberg"].split(":")[0]) for c in
+                       sorted((c for c in cells if c["backend"] == label), key=lambda c: (c["race"], c["ssn"], c["partial"]))]
+               for label in backends}
+    same = len({tuple(v) for v in outcome.values()}) == 1
     conflicted = sum(1 for c in cells if c["iceberg"].startswith(("fail", "commit nothing")))
     lines += [
         "",
         "## Reading",
         "",
-        f"- {len(cells)} cells reproduced, rows lost or resurrected: 0. {conflicted} cells met a real conflict"
-        " on the first attempt.",
+        f"- {len(cells)} cells reproduced ({CELLS_PER_BACKEND} per catalog database), rows lost or resurrected: 0."
+        f" {conflicted} cells met a real conflict on the first attempt.",
+        "- The catalog database " + ("did not change any outcome: Iceberg's conflict detection is the same"
+                                     " whichever database holds the catalog's pointer." if same else
+                                     "changed some outcomes: compare the tables above."),
         "- Appends (a, and the append of d) never conflict with a rewrite: Iceberg refreshes, finds no",
         "  conflicting change, and commits on top of the other writer's snapshot (\"retry then commit\").",
         "  A delete of rows in files the rewrite does not replace (d) does not conflict either.",
@@ -350,8 +430,13 @@ def write_doc(cells: list[dict], path: Path) -> None:
         "  plans the same partitions again from the current snapshot and retries (bounded backoff); what is",
         "  still missing after the last attempt is reported in `failed_groups` and fails the task.",
         "- A writer that conflicts on every attempt (the UPDATE of A before each of 2 attempts):",
-        f"  - partial progress off: {plain(PERSISTENT.get('off', 'not run'))}",
-        f"  - partial progress on: {plain(PERSISTENT.get('on', 'not run'))}",
+    ]
+    for label in backends:
+        lines += [
+            f"  - {label}, partial progress off: {_plain(PERSISTENT.get((label, 'off'), 'not run'))}",
+            f"  - {label}, partial progress on: {_plain(PERSISTENT.get((label, 'on'), 'not run'))}",
+        ]
+    lines += [
         "- `use-starting-sequence-number` did not change any outcome here: it decides which sequence number",
         "  the new files get (and so whether older equality deletes still apply), not whether a conflict is",
         "  detected.",

@@ -42,9 +42,10 @@ def test_connection_json_format(monkeypatch, tmp_path):
     assert ok and "Found 1 namespaces and 0 tables" in message
 
 
-def test_missing_named_connection(monkeypatch):
-    with pytest.raises(LakeConfigError, match="Connection 'nope' does not exist"):
+def test_missing_named_connection(monkeypatch, bad_input):
+    with pytest.raises(LakeConfigError, match="Connection 'nope' does not exist") as raised:
         IcebergLakeHook("nope").config
+    bad_input("connection", "lake_conn_id='nope' (no such connection)", raised.value)
 
 
 @pytest.mark.parametrize(
@@ -55,15 +56,16 @@ def test_missing_named_connection(monkeypatch):
         ({"host": "sqlite:////tmp/x.db", "extra": {"warehouse": "file:///tmp/w", "properties": "{not json"}}, "not valid JSON"),
     ],
 )
-def test_bad_connections_fail_before_spark(monkeypatch, fields, message):
+def test_bad_connections_fail_before_spark(monkeypatch, bad_input, fields, message):
     _set_connection(monkeypatch, "bad_lake", **fields)
     job_hook = LakeSparkJobHook(lake_hook=IcebergLakeHook("bad_lake"))
-    with pytest.raises(LakeConfigError, match=message):
+    with pytest.raises(LakeConfigError, match=message) as raised:
         job_hook.run_job("sql", {"statements": ["SELECT 1"]})
     assert job_hook._submit_hook is None  # nothing was submitted: no JVM started
+    bad_input("connection", repr(fields), raised.value)
 
 
-def test_unreachable_catalog_database_fails_before_spark(monkeypatch):
+def test_unreachable_catalog_database_fails_before_spark(monkeypatch, bad_input):
     # Port 9 (discard) on loopback: nothing listens, the connection is refused at once.
     _set_connection(
         monkeypatch, "down_lake", host="postgresql://127.0.0.1:9/lake", login="u", password="pw-unreachable",
@@ -73,9 +75,11 @@ def test_unreachable_catalog_database_fails_before_spark(monkeypatch):
     ok, message = hook.test_connection()
     assert not ok and "127.0.0.1" in message
     job_hook = LakeSparkJobHook(lake_hook=hook)
-    with pytest.raises(LakeConfigError, match="Cannot open catalog 'lake'"):
+    with pytest.raises(LakeConfigError, match="Cannot open catalog 'lake'") as raised:
         job_hook.run_job("sql", {"statements": ["SELECT 1"]})
     assert job_hook._submit_hook is None
+    assert "pw-unreachable" not in str(raised.value)
+    bad_input("connection", "host='postgresql://127.0.0.1:9/lake' (nothing listens)", raised.value)
 
 
 def test_unreachable_sqlite_path(monkeypatch):
@@ -84,15 +88,19 @@ def test_unreachable_sqlite_path(monkeypatch):
         IcebergLakeHook("gone_lake").get_catalog()
 
 
-def test_missing_table_is_named(lake_hook, namespace):
+def test_missing_table_is_named(lake_hook, namespace, bad_input):
     with pytest.raises(LakeTableNotFound, match=f"'{namespace}.ghost' does not exist in catalog 'lake'"):
         lake_hook.load_table(f"{namespace}.ghost")
+    with pytest.raises(LakeTableNotFound, match="nowhere") as raised:
+        lake_hook.load_table("nowhere.events")
+    bad_input("table", "'nowhere.events' (no such namespace)", raised.value)
 
 
-def test_missing_jar_override_is_reported(monkeypatch):
+def test_missing_jar_override_is_reported(monkeypatch, bad_input):
     monkeypatch.setenv("LAKE_ICEBERG_RUNTIME_JAR", "/nonexistent/iceberg.jar")
-    with pytest.raises(LakeConfigError, match="LAKE_ICEBERG_RUNTIME_JAR"):
+    with pytest.raises(LakeConfigError, match="LAKE_ICEBERG_RUNTIME_JAR") as raised:
         IcebergLakeHook().spark_jars()
+    bad_input("jars", "LAKE_ICEBERG_RUNTIME_JAR=/nonexistent/iceberg.jar", raised.value)
 
 
 def test_user_jars_and_packages_replace_the_bundled_runtime(monkeypatch, tmp_path):

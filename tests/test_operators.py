@@ -40,6 +40,10 @@ def small_table(lake_hook, namespace):
         (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "plan": {"table": "{ns}.events", "snapshot_id": 123, "groups": [{"spec_id": 0}]}},
          LakeSnapshotError, "planned snapshot 123 is not in the history"),
         (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "min_file_size_bytes": -1}, LakeConfigError, "min_file_size_bytes"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "strategy": "sort", "sort_order": "amount DESC; DROP"},
+         LakeConfigError, "Cannot read sort order term"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "strategy": "zorder", "zorder_columns": ["amount", "nope"]},
+         LakeConfigError, "zorder_columns names columns the table does not have: nope"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "1d", "retain_last": 0}, LakeConfigError, "retain_last"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "yesterday-ish"}, LakeConfigError, "older_than"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "snapshot_ids": [42]}, LakeSnapshotError, "42"),
@@ -49,18 +53,20 @@ def small_table(lake_hook, namespace):
         (IcebergCleanPolicyOperator, {"table": "{ns}.events", "protected_snapshot_ids": [7]}, LakeSnapshotError, "7"),
     ],
 )
-def test_bad_input_fails_clearly_before_spark(lake_hook, small_table, operator, kwargs, error, message):
+def test_bad_input_fails_clearly_before_spark(lake_hook, small_table, bad_input, operator, kwargs, error, message):
     ns = small_table.split(".")[0]
     kwargs = {k: (v.replace("{ns}", ns) if isinstance(v, str) else v) for k, v in kwargs.items()}
     if isinstance(kwargs.get("plan"), dict):
         kwargs["plan"] = {**kwargs["plan"], "table": kwargs["plan"]["table"].replace("{ns}", ns)}
     before = table_fingerprint(lake_hook.load_table(small_table)), lake_hook.load_table(small_table).current_snapshot().snapshot_id
     op = operator(task_id="t", **kwargs)
-    with pytest.raises(error, match=message):
+    with pytest.raises(error, match=message) as raised:
         op.execute(_context())
     assert op._job_hook is None  # no Spark application was started
     after = table_fingerprint(lake_hook.load_table(small_table)), lake_hook.load_table(small_table).current_snapshot().snapshot_id
     assert after == before
+    given = ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if k != "table" or "events" not in v or v.count(".") != 1)
+    bad_input(operator.__name__, given or f"table={kwargs['table']!r}", raised.value, table_checked=True)
 
 
 # -- the rewrite: exactly the planned partitions, retries that do not redo work -------------

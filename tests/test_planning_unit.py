@@ -467,7 +467,7 @@ def test_plan_table_filter_and_snapshot(events):
 
 @pytest.mark.parametrize(
     ("text", "message"),
-    [("category = ", "Invalid partition_filter 'category = ' at char"), ("nope = 'a'", "Could not find field with name nope")],
+    [("category = ", "Invalid partition_filter 'category = ': it does not parse \\(at char"), ("nope = 'a'", "Could not find field with name nope")],
 )
 def test_plan_table_invalid_filter(events, text, message):
     with pytest.raises(LakeConfigError, match=message):

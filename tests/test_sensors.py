@@ -121,11 +121,12 @@ def open_gate_when_waiting(dag_id: str, writer: Writer) -> threading.Thread:
         ({}, "Give at least one threshold"),
     ],
 )
-def test_health_sensor_refuses_bad_thresholds_when_constructed(kwargs, message):
+def test_health_sensor_refuses_bad_thresholds_when_constructed(bad_input, kwargs, message):
     from airflow_lake_provider.sensors.health import IcebergTableHealthSensor
 
-    with pytest.raises(LakeConfigError, match=message):
+    with pytest.raises(LakeConfigError, match=message) as raised:
         IcebergTableHealthSensor(task_id="health", table="db.t", **kwargs)
+    bad_input("IcebergTableHealthSensor", repr(kwargs) if kwargs else "(no threshold)", raised.value)
 
 
 def test_bad_threshold_is_a_dag_import_error(tmp_path):
@@ -247,13 +248,14 @@ def test_snapshot_sensor_matches_summary_properties_on_a_branch(lake_hook, names
     assert not sensor("main", "job-7", after=base).poke({}).is_done
 
 
-def test_snapshot_sensor_refuses_an_unknown_snapshot_id(lake_hook, namespace):
+def test_snapshot_sensor_refuses_an_unknown_snapshot_id(lake_hook, namespace, bad_input):
     from airflow_lake_provider.sensors.snapshot import IcebergSnapshotSensor
 
     name = f"{namespace}.events"
     healthy_table(lake_hook.catalog, name)
-    with pytest.raises(LakeSnapshotError, match="Snapshot 12345 is not in the history of .*expired, or it belongs"):
+    with pytest.raises(LakeSnapshotError, match="Snapshot 12345 is not in the history of .*expired, or it belongs") as raised:
         IcebergSnapshotSensor(task_id="snap", table=name, after_snapshot_id=12345).poke({})
+    bad_input("IcebergSnapshotSensor", "after_snapshot_id=12345 (not in the table)", raised.value)
 
 
 def test_missing_table_is_waited_on_and_the_timeout_says_what_was_seen(lake_hook, namespace):
