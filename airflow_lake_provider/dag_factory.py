@@ -47,7 +47,16 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
             "(scheduled and backfill runs are scoped to their data interval in any case).",
         ),
         "strategy": Param("binpack", enum=["binpack", "sort", "zorder"], title="Rewrite strategy",
-                          description="binpack: combine files as they are; sort: by the table's sort order."),
+                          description="binpack: combine files as they are; sort: sort rows by the sort order below "
+                          "(empty: the table's); zorder: interleave the Z-order columns below."),
+        "sort_order": Param(
+            None, type=["null", "string"], title="Sort order (strategy sort)",
+            description="e.g. event_ts DESC NULLS LAST, customer_id. Empty: the table's own sort order.",
+        ),
+        "zorder_columns": Param(
+            [], type="array", items={"type": "string"}, title="Z-order columns (strategy zorder)",
+            description="Columns to cluster by together, e.g. customer_id and region (one per line).",
+        ),
         "retain_last": Param(
             1, type="integer", minimum=1, maximum=10000, title="Snapshots to keep at least",
             description="Expiry never goes below this many snapshots of main.",
@@ -106,6 +115,7 @@ def build_maintenance_dag(
         )
         rewrite = IcebergRewriteDataFilesOperator(
             task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
+            sort_order="{{ params.sort_order }}", zorder_columns="{{ params.zorder_columns }}",
             rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
         )
         expire = IcebergExpireSnapshotsOperator(

@@ -110,6 +110,7 @@ def get_provider_info() -> dict[str, Any]:
                 ],
             }
         ],
+        "extra-links": ["airflow_lake_provider.links.SparkHistoryLink"],
         "integrations": [
             {
                 "integration-name": "Iceberg Lake",

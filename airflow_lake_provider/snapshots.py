@@ -45,3 +45,36 @@ def commits_tagged(table, properties: dict[str, str], *, after: int | None = Non
         if summary is not None and all(summary.get(k) == v for k, v in properties.items()):
             found.append(snapshot)
     return list(reversed(found))
+
+
+def table_state(table) -> dict[str, Any]:
+    """Headline figures of the current snapshot, from its summary totals (no manifest is read)."""
+    current = table.current_snapshot()
+    summary = current.summary if current is not None else None
+
+    def total(key: str) -> int:
+        value = summary.get(key) if summary is not None else None
+        return int(value) if value not in (None, "") else 0
+
+    return {
+        "snapshot_id": current.snapshot_id if current is not None else None,
+        "data_files": total("total-data-files"),
+        "delete_files": total("total-delete-files"),
+        "bytes": total("total-files-size"),
+        "records": total("total-records"),
+        "snapshots": len(table.snapshots()),
+    }
+
+
+def describe_change(table_name: str, before: dict[str, Any], after: dict[str, Any], done: str) -> str:
+    """One line for the end of a task's log: what the step did, and the table before -> after."""
+
+    def change(key: str) -> str:
+        return f"{before[key]:,}" if before[key] == after[key] else f"{before[key]:,} -> {after[key]:,}"
+
+    return (
+        f"Summary for {table_name}: {done}. Data files {change('data_files')}, delete files "
+        f"{change('delete_files')}, bytes {change('bytes')}, snapshots {change('snapshots')}; "
+        f"current snapshot {before['snapshot_id']}" + ("" if before["snapshot_id"] == after["snapshot_id"]
+                                                       else f" -> {after['snapshot_id']}") + "."
+    )

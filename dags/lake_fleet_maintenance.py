@@ -8,6 +8,8 @@
 4. ``rewrite`` then ``expire`` (mapped over those tables only): one Spark application per
    table that needs work, at most ``max_active_tis_per_dag`` at a time, in the ``lake_spark``
    pool when it exists (``LAKE_SPARK_POOL``) so all DAGs share one bound on Spark applications.
+5. ``any_table_failed``: runs only when some table's task failed, and fails, so the run is
+   marked failed although every other table was maintained.
 """
 
 from __future__ import annotations
@@ -46,14 +48,17 @@ with DAG(
 
     @task
     def list_tables(params: dict) -> list[str]:
+        """Each table once (one maintenance task per table and run), in the order given."""
         if params.get("tables"):
-            return list(params["tables"])
-        if params.get("namespace"):
+            names = list(params["tables"])
+        elif params.get("namespace"):
             from airflow_lake_provider.hooks.lake import IcebergLakeHook
 
             catalog = IcebergLakeHook().catalog
-            return [".".join(ident) for ident in catalog.list_tables(params["namespace"])]
-        return json.loads(Variable.get("lake_fleet_tables", default="[]"))
+            names = [".".join(ident) for ident in catalog.list_tables(params["namespace"])]
+        else:
+            names = json.loads(Variable.get("lake_fleet_tables", default="[]"))
+        return list(dict.fromkeys(str(name).strip() for name in names))
 
     tables = list_tables()
     plans = IcebergRewritePlanOperator.partial(
@@ -69,7 +74,14 @@ with DAG(
     rewrites = IcebergRewriteDataFilesOperator.partial(
         task_id="rewrite", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
     ).expand_kwargs(work)
-    IcebergExpireSnapshotsOperator.partial(
+    expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
         older_than="{{ params.expire_older_than_hours }}h",
     ).expand_kwargs(rewrites.output.map(lambda r: {"table": r["table"], "protected_snapshot_ids": r}))
+
+    @task(trigger_rule="one_failed", retries=0)
+    def any_table_failed() -> None:
+        """Fail the run when any table's task failed (the others still ran): it must not look green."""
+        raise RuntimeError("Maintenance failed for some tables of this run; their failed tasks say why.")
+
+    [plans, rewrites, expires] >> any_table_failed()

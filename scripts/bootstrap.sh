@@ -6,13 +6,16 @@ cd "$(dirname "$0")/.."
 
 VENV=.venv
 PYTHON_BIN=${PYTHON:-python3.11}
-DEBIAN_PACKAGES=(openjdk-17-jre-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql)
+DEBIAN_PACKAGES=(openjdk-17-jre-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql chromium chromium-driver)
 
 missing_debian=()
 command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || missing_debian+=(openjdk-17-jre-headless)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing_debian+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/postgresql.jar ] || missing_debian+=(libpostgresql-jdbc-java)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_debian+=(postgresql)
+# The browser test drives Debian's chromium through playwright (no browser download).
+[ -x /usr/bin/chromium ] || missing_debian+=(chromium)
+[ -x /usr/bin/chromedriver ] || missing_debian+=(chromium-driver)
 if [ ${#missing_debian[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing Debian packages: ${missing_debian[*]}"

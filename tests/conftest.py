@@ -18,6 +18,8 @@ import logging
 
 import pytest
 
+import bad_input_catalogue
+
 REPO = Path(__file__).resolve().parent.parent
 _ROOT = Path(tempfile.mkdtemp(prefix="lake-tests-"))
 DAGS_FOLDER = _ROOT / "dags"
@@ -75,9 +77,13 @@ def spark(lake_hook):
     from airflow_lake_provider.jobs.session import local_session
 
     lake_hook.catalog  # PyIceberg creates the catalog tables Spark expects (init-catalog-tables=false)
+    from airflow_lake_provider.jars import resolve_jars
+
+    # The PostgreSQL driver too, so tests can register a PostgreSQL catalog in this session.
+    jars = list(dict.fromkeys([*lake_hook.spark_jars(), *resolve_jars("postgresql")]))
     session = local_session(
         lake_hook.spark_catalog_conf(),
-        jars=lake_hook.spark_jars(),
+        jars=jars,
         warehouse_dir=str(_ROOT / "spark-warehouse"),
     )
     yield session
@@ -101,3 +107,35 @@ def load_dag(file_name: str, dag_id: str):
     from airflow.sdk import DAG
 
     return next(v for v in vars(module).values() if isinstance(v, DAG) and v.dag_id == dag_id)
+
+
+@pytest.fixture(scope="session")
+def airflow(tmp_path_factory):
+    """A real Airflow on 127.0.0.1 (api-server, scheduler, dag-processor, triggerer), stopped at the end."""
+    from airflow_stack import AirflowStack
+
+    stack = AirflowStack(tmp_path_factory.mktemp("airflow-e2e"), DAGS_FOLDER, Path(os.environ["LAKE_HOME"]))
+    try:
+        stack.start()
+        stack.wait_for_dag("lake_maintenance")
+        yield stack
+    except BaseException:
+        print(stack.logs())
+        raise
+    finally:
+        stack.stop()
+
+
+@pytest.fixture
+def bad_input():
+    """``bad_input(surface, given, error)``: record a bad input tried and the error the user saw."""
+    return bad_input_catalogue.record
+
+
+def pytest_sessionfinish(session, exitstatus):
+    """After a full, green run (no -k/-m, default paths), regenerate docs/bad-inputs.md."""
+    config = session.config
+    full_run = config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr \
+        and not config.option.keyword
+    if exitstatus == 0 and full_run and bad_input_catalogue.RECORDED:
+        bad_input_catalogue.write_catalogue(REPO / "docs" / "bad-inputs.md")

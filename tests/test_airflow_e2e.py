@@ -4,32 +4,14 @@ with conf, params validation (400), and a backfill that compacts each day in its
 from __future__ import annotations
 
 import datetime as dt
-import os
-from pathlib import Path
 
 import pytest
 
 from airflow_lake_provider.demo_data import create_events_table
-from airflow_stack import AirflowStack
-from conftest import DAGS_FOLDER
 from lake_checks import live_files, table_fingerprint
 
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]
 EPOCH = dt.date(1970, 1, 1)
-
-
-@pytest.fixture(scope="module")
-def airflow(tmp_path_factory):
-    stack = AirflowStack(tmp_path_factory.mktemp("airflow-e2e"), DAGS_FOLDER, Path(os.environ["LAKE_HOME"]))
-    try:
-        stack.start()
-        stack.wait_for_dag("lake_maintenance")
-        yield stack
-    except BaseException:
-        print(stack.logs())
-        raise
-    finally:
-        stack.stop()
 
 
 def _files_per_day(table) -> dict[str, int]:
@@ -69,10 +51,11 @@ def test_rest_trigger_with_conf_maintains_the_table(airflow, lake_hook, namespac
         ({"table": "db.events", "dry_run": "maybe"}, "dry_run"),
     ],
 )
-def test_invalid_conf_is_refused_with_400(airflow, conf, field):
+def test_invalid_conf_is_refused_with_400(airflow, bad_input, conf, field):
     response = airflow.api("POST", "/dags/lake_maintenance/dagRuns", json={"logical_date": None, "conf": conf})
     assert response.status_code == 400, response.text
     assert field in response.text
+    bad_input("lake_maintenance params (REST API)", f"conf={conf!r}", f"HTTP 400: {response.json().get('detail', response.text)}")
 
 
 def test_backfill_compacts_each_day_in_its_own_run(airflow, lake_hook, namespace):

@@ -24,14 +24,17 @@ def test_fleet_compacts_only_the_tables_that_need_it(airflow_db, lake_hook, name
 
     dag = load_dag("lake_fleet_maintenance.py", "lake_fleet_maintenance")
     tables = healthy[:3] + [unhealthy[0], missing] + healthy[3:] + [unhealthy[1]]
-    run = dag.test(run_conf={"tables": tables})
+    run = dag.test(run_conf={"tables": [*tables, unhealthy[0]]})  # a table listed twice is maintained once
 
     instances = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
+    assert len([key for key in instances if key[0] == "plan"]) == len(tables) == 10
     plan_states = {tables[i]: instances[("plan", i)].state for i in range(len(tables))}
     assert plan_states[missing] == "failed"
     assert all(state == "success" for name, state in plan_states.items() if name != missing)
     rewrites = [ti for (task_id, _), ti in instances.items() if task_id == "rewrite"]
     assert len(rewrites) == 2 and all(ti.state == "success" for ti in rewrites)  # two Spark applications
+    # The missing table does not hide behind the others' success: the run is marked failed.
+    assert instances[("any_table_failed", -1)].state == "failed" and run.state == "failed"
 
     for name in unhealthy:
         table = lake_hook.load_table(name)

@@ -2,9 +2,13 @@
 
 from __future__ import annotations
 
+import json
+import re
+
 import pytest
 
 from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.links import SparkHistoryLink
 from conftest import load_dag
 from lake_checks import live_files, table_fingerprint
 
@@ -69,3 +73,32 @@ def test_dag_on_a_healthy_table_skips_the_rewrite(airflow_db, lake_hook, namespa
     assert run.get_task_instance("rewrite").state == "skipped"
     assert run.get_task_instance("plan").xcom_pull(task_ids="plan")["groups"] == []
     assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot_before
+
+
+def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db, lake_hook, namespace, monkeypatch):
+    # A Spark connection that names its history server: the Spark task links to its application.
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_DEFAULT", json.dumps(
+        {"conn_type": "spark", "host": "local[*]", "extra": {"history_server_url": "http://127.0.0.1:18080/"}}))
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=8, rows_per_commit=10)
+    table = lake_hook.load_table(name)
+    before = (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()])
+
+    dag = load_dag("lake_maintenance.py", "lake_maintenance")
+    run = dag.test(run_conf={"table": name, "dry_run": True, "expire_older_than_hours": 0, "retain_last": 1,
+                             "clean_policy": "KEEP_LATEST_COMMITS", "clean_retained": 4})
+    assert run.state == "success"
+    xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
+
+    # What a real run would do, shown...
+    assert xcom["plan"]["totals"]["files"] == 16 and xcom["plan"]["totals"]["groups"] == 2
+    assert xcom["rewrite"]["dry_run"] is True and xcom["rewrite"]["committed_snapshot_ids"] == []
+    snapshots = before[2]
+    assert sorted(xcom["expire"]["would_expire_snapshot_ids"]) == sorted(snapshots[:-1])  # all but the current
+    assert sorted(xcom["clean"]["would_expire_snapshot_ids"]) == sorted(snapshots[:-4])  # all but the last 4 commits
+    assert xcom["expire"]["expired_snapshot_ids"] == [] and xcom["clean"]["expired_snapshot_ids"] == []
+    link = run.get_task_instance("clean").xcom_pull(task_ids="clean", key=SparkHistoryLink().xcom_key)
+    assert re.fullmatch(r"http://127\.0\.0\.1:18080/history/local-\d+/jobs/", link), link
+    # ...and nothing done.
+    table = lake_hook.load_table(name)
+    assert (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()]) == before

@@ -126,6 +126,22 @@ class LakeSparkJobHook(BaseHook):
         self.verbose = verbose
         self._submit_hook: _SparkSubmitHook | None = None
         self._killed = False
+        self.application_id: str | None = None  # of the last job that finished
+
+    @property
+    def history_server_url(self) -> str | None:
+        """The Spark connection's ``history_server_url`` extra, where finished applications are browsed."""
+        try:
+            extra = self.get_connection(self.spark_conn_id).extra_dejson
+        except AirflowNotFoundException:
+            return None
+        url = str(extra.get("history_server_url") or "").strip()
+        return url.rstrip("/") or None
+
+    def application_url(self) -> str | None:
+        """The last finished application's page in the history server, when both are known."""
+        base = self.history_server_url
+        return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
     # -- what gets submitted ----------------------------------------------------------------
     def _spark_connection_exists(self) -> bool:
@@ -252,6 +268,7 @@ class LakeSparkJobHook(BaseHook):
                 "(a JVM that could not start, a lost driver, or a kill).",
                 job=job,
             )
+        self.application_id = document.get("application_id")
         return document["result"]
 
     def _read_result(self, location: str) -> dict[str, Any] | None:

@@ -33,7 +33,9 @@ def main(argv: list[str]) -> int:
         job = importlib.import_module(f"airflow_lake_provider.jobs.{spec['job']}")
         spark = build_session(spec)
         result = job.run(spark, spec["catalog"], spec.get("args") or {})
-        write_result(location, {"status": "success", "result": result}, spark)
+        # The application id lets the task link to this application in Spark's history server.
+        write_result(location, {"status": "success", "result": result,
+                                "application_id": spark.sparkContext.applicationId}, spark)
         return 0
     except BaseException as error:  # noqa: BLE001 - every failure must reach the caller
         failure = describe_failure(error)

@@ -95,18 +95,32 @@ def _partition_expression(spark, jtable, partitions: list[dict[str, Any]]):
     return any_partition
 
 
-def _sort_order(spark, jtable, text: str | None):
-    builder = spark.sparkContext._jvm.org.apache.iceberg.SortOrder.builderFor(jtable.schema())
-    if not text:
-        return None
-    for part in text.split(","):
+def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
+    """``"col [ASC|DESC] [NULLS FIRST|LAST], ..."`` as ``(column, direction, nulls)`` terms.
+
+    Pure, so the operator checks a user's sort order before any JVM starts. Nulls default the
+    way Spark's do: first when ascending, last when descending.
+    """
+    if not text or not str(text).strip() or str(text).strip() == "None":
+        return []
+    terms = []
+    for part in str(text).split(","):
         match = _ORDER_TERM.match(part)
         if not match:
-            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'")
-        column, direction, nulls = match.group(1), (match.group(2) or "ASC").upper(), (match.group(3) or "").upper()
-        null_order = spark.sparkContext._jvm.org.apache.iceberg.NullOrder
-        if not nulls:
-            nulls = "FIRST" if direction == "ASC" else "LAST"
+            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'.")
+        direction = (match.group(2) or "ASC").upper()
+        nulls = (match.group(3) or ("FIRST" if direction == "ASC" else "LAST")).upper()
+        terms.append((match.group(1), direction, nulls))
+    return terms
+
+
+def _sort_order(spark, jtable, text: str | None):
+    terms = parse_sort_order(text)
+    if not terms:
+        return None
+    builder = spark.sparkContext._jvm.org.apache.iceberg.SortOrder.builderFor(jtable.schema())
+    null_order = spark.sparkContext._jvm.org.apache.iceberg.NullOrder
+    for column, direction, nulls in terms:
         order = null_order.NULLS_FIRST if nulls == "FIRST" else null_order.NULLS_LAST
         builder = builder.asc(column, order) if direction == "ASC" else builder.desc(column, order)
     return builder.build()

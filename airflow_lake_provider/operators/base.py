@@ -13,6 +13,8 @@ from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.links import SparkHistoryLink
+from airflow_lake_provider.snapshots import describe_change, table_state
 
 # Snapshot summary properties naming the Airflow run that made a commit. A retried task finds
 # its own earlier commit by them instead of doing the work twice.
@@ -77,6 +79,7 @@ class LakeMaintenanceOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "spark_conf")
     ui_color = "#cfe8fc"
+    operator_extra_links = (SparkHistoryLink(),)
 
     def __init__(
         self,
@@ -103,6 +106,7 @@ class LakeMaintenanceOperator(BaseOperator):
         self.deploy_mode = deploy_mode
         self.result_location = result_location
         self._job_hook: LakeSparkJobHook | None = None
+        self.spark_application_url: str | None = None
 
     @cached_property
     def lake_hook(self) -> IcebergLakeHook:
@@ -116,7 +120,13 @@ class LakeMaintenanceOperator(BaseOperator):
         """The PyIceberg table (validates the name first; no JVM)."""
         return self.lake_hook.load_table(self.table_identifier)
 
+    def log_summary(self, before: dict[str, Any], done: str) -> None:
+        """End the task's log with one human line: what was done, and the table before -> after."""
+        after = table_state(self.load_table())
+        self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
+
     def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Submit ``job`` and return its result; the task's extra link points at the application."""
         self._job_hook = LakeSparkJobHook(
             lake_hook=self.lake_hook,
             spark_conn_id=self.spark_conn_id,
@@ -127,7 +137,12 @@ class LakeMaintenanceOperator(BaseOperator):
             deploy_mode=self.deploy_mode,
             result_location=self.result_location,
         )
-        return self._job_hook.run_job(job, args)
+        result = self._job_hook.run_job(job, args)
+        self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
+        self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
+        if self.spark_application_url:
+            self.log.info("Spark history server: %s", self.spark_application_url)
+        return result
 
     def on_kill(self) -> None:
         if self._job_hook is not None:

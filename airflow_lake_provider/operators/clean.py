@@ -9,6 +9,7 @@ from typing import Any
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, snapshot_ids_from
 from airflow_lake_provider.retention import CleanPolicy, history_from_table, resolve_clean_policy
+from airflow_lake_provider.snapshots import table_state
 
 ORPHAN_FLOOR_HOURS = 24
 DEFAULT_ORPHAN_OLDER_THAN_HOURS = 72
@@ -90,11 +91,13 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             self.policy, self.retained, now_ms=now_ms, protected_ids=protected,
         )
         current = table.current_snapshot()
+        before = table_state(table)
         base = {"table": name, "snapshot_id": current.snapshot_id if current else None, "policy": str(self.policy),
                 "retained": self.retained, "kept": decision.to_dict()["reasons"],
                 "planned_removals": list(decision.expire_ids), "orphan_older_than_ms": cutoff}
         if not decision.expire_ids and cutoff is None:
             self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", self.policy, name)
+            self.log_summary(before, "nothing to clean")
             return {**base, "dry_run": bool(self.dry_run), "expired_snapshot_ids": [], "deleted_files": {},
                     "orphan_files": [], "orphan_file_count": 0, "snapshot_id_after": base["snapshot_id"]}
         result = self.run_job(
@@ -102,8 +105,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             {"table": name, "snapshot_ids": list(decision.expire_ids), "protected_ids": protected,
              "orphan_older_than_ms": cutoff, "dry_run": bool(self.dry_run)},
         )
-        verb = "Would remove" if self.dry_run else "Removed"
-        self.log.info("%s %d snapshots and %d orphan files of %s.", verb,
-                      len(result.get("would_expire_snapshot_ids") or result.get("expired_snapshot_ids") or []),
-                      result["orphan_file_count"], name)
+        verb = "would remove" if self.dry_run else "removed"
+        snapshots = len(result.get("would_expire_snapshot_ids") or result.get("expired_snapshot_ids") or [])
+        self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
+                         f"({self.policy}) and {result['orphan_file_count']} orphan files")
         return {**base, **result}

@@ -8,6 +8,7 @@ from typing import Any
 
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, snapshot_ids_from
 from airflow_lake_provider.retention import history_from_table, parse_older_than, resolve_expiry
+from airflow_lake_provider.snapshots import table_state
 
 
 class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
@@ -65,11 +66,14 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
             snapshot_ids=explicit, protected_ids=protected,
         )
         current = table.current_snapshot()
+        before = table_state(table)
         base = {"table": name, "snapshot_id": current.snapshot_id if current else None,
                 "kept": decision.to_dict()["reasons"], "dry_run": bool(self.dry_run)}
         if self.dry_run or not decision.expire_ids:
             self.log.info("%s %d snapshots of %s: %s", "Would expire" if self.dry_run else "Nothing to expire;",
                           len(decision.expire_ids), name, list(decision.expire_ids))
+            self.log_summary(before, f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run
+                             else "nothing to expire")
             return {**base, "expired_snapshot_ids": [],
                     "would_expire_snapshot_ids": list(decision.expire_ids), "deleted_files": {},
                     "snapshot_id_after": base["snapshot_id"]}
@@ -78,4 +82,10 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         )
         self.log.info("Expired %d snapshots of %s; deleted files: %s.",
                       len(result["expired_snapshot_ids"]), name, result["deleted_files"])
+        self.log_summary(before, f"expired {len(result['expired_snapshot_ids'])} snapshots, deleted "
+                         f"{_count_files(result['deleted_files'])} files no live snapshot needs")
         return {**base, **result}
+
+
+def _count_files(deleted: dict[str, Any]) -> int:
+    return sum(int(v) for v in (deleted or {}).values() if isinstance(v, (int, float)))

@@ -6,9 +6,10 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.jobs.rewrite import parse_sort_order
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 from airflow_lake_provider.planning import RewriteOptions
-from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage
+from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, table_state
 
 STRATEGIES = ("binpack", "sort", "zorder")
 
@@ -116,11 +117,27 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             raise LakeConfigError(f"The plan is for table {plan['table']!r}, not {self.table_identifier.dotted!r}.")
         return plan
 
-    def iceberg_options(self, table_properties: dict[str, str], plan: dict[str, Any] | None) -> dict[str, str]:
+    def iceberg_options(
+        self, table_properties: dict[str, str], plan: dict[str, Any] | None, table_columns: Sequence[str]
+    ) -> dict[str, str]:
         if self.strategy not in STRATEGIES:
             raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
+        if isinstance(self.zorder_columns, str):  # a rendered template, or "a, b" typed by hand
+            self.zorder_columns = [c.strip() for c in self.zorder_columns.strip("[]").replace("'", "").split(",") if c.strip()]
         if self.strategy == "zorder" and not self.zorder_columns:
             raise LakeConfigError("strategy 'zorder' needs zorder_columns, e.g. ['event_id', 'amount'].")
+        if self.strategy == "sort":
+            try:
+                terms = parse_sort_order(self.sort_order)
+            except ValueError as error:
+                raise LakeConfigError(f"sort_order {self.sort_order!r}: {error}") from None
+            unknown = [column for column, _, _ in terms if column not in table_columns]
+            if unknown:
+                raise LakeConfigError(f"sort_order names columns the table does not have: {', '.join(unknown)}.")
+        if self.strategy == "zorder":
+            unknown = [column for column in self.zorder_columns if column not in table_columns]
+            if unknown:
+                raise LakeConfigError(f"zorder_columns names columns the table does not have: {', '.join(unknown)}.")
         sizes = {
             "target_file_size_bytes": self.target_file_size_bytes,
             "min_file_size_bytes": self.min_file_size_bytes,
@@ -168,14 +185,16 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         plan = self._plan()
         table = self.load_table()
         name = self.table_identifier.dotted
-        options = self.iceberg_options(dict(table.properties), plan)
+        options = self.iceberg_options(dict(table.properties), plan, [f.name for f in table.schema().fields])
         retry = self.retry_settings()
+        before = table_state(table)
         planned_snapshot = plan["snapshot_id"] if plan else None
         if planned_snapshot is not None:
             require_in_lineage(table, int(planned_snapshot), table_name=name)
         if self.dry_run or (plan is not None and not plan["groups"]):
             self.log.info("Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite.")
             current = table.current_snapshot()
+            self.log_summary(before, "dry run, nothing rewritten" if self.dry_run else "nothing to rewrite")
             return self._result(name, current, [], current, {"dry_run": bool(self.dry_run), "options": options})
 
         tags = run_properties(context)
@@ -183,7 +202,9 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         if earlier:
             self.log.info("Found this task's own commits from an earlier try (%s): not rewriting again.",
                           [s.snapshot_id for s in earlier])
-            return self._recovered(name, table, planned_snapshot, earlier)
+            recovered = self._recovered(name, table, planned_snapshot, earlier)
+            self.log_summary(before, f"an earlier try already committed {recovered['committed_snapshot_ids']}")
+            return recovered
 
         partitions = None
         if plan is not None:
@@ -233,6 +254,10 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
                 context["ti"].xcom_push(key="partial_result", value=result)
                 raise LakeJobError(message, job="rewrite")
             self.log.warning("%s", message)
+        self.log_summary(before, (
+            f"rewrote {result['rewritten_data_files']:,} data files ({result['rewritten_bytes']:,} bytes) into "
+            f"{result['added_data_files']:,}, removed {result['removed_delete_files']:,} delete files, "
+            f"{len(result['committed_snapshot_ids'])} commits"))
         return result
 
     @staticmethod

@@ -1,0 +1,110 @@
+"""The params form of ``lake_maintenance`` in a real browser (Debian's chromium driven by playwright),
+against the real Airflow of the ``airflow`` fixture: log in, open the trigger form, see a bad table
+name refused, fill in a table, submit, and see the run succeed."""
+
+from __future__ import annotations
+
+import re
+import shutil
+from pathlib import Path
+from urllib.parse import unquote
+
+import pytest
+
+from airflow_lake_provider.demo_data import create_events_table
+from conftest import OUTPUT_DIR
+from lake_checks import live_files, table_fingerprint
+
+pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]
+
+CHROMIUM = Path("/usr/bin/chromium")
+# Headless, and nothing that phones home: these machines have no network beyond the registries.
+CHROMIUM_ARGS = [
+    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
+    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
+]
+
+
+@pytest.fixture
+def page():
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium chromium-driver; scripts/bootstrap.sh)")
+    with playwright_api.sync_playwright() as playwright:
+        # playwright gives the browser a fresh, empty profile of its own.
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def output_dir(request) -> Path:
+    directory = OUTPUT_DIR / request.node.name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
+
+
+def _log_in(page, airflow) -> None:
+    page.goto(f"{airflow.base_url}/")
+    page.locator("input[name=username]").fill(airflow.USER)
+    page.locator("input[name=password]").fill(airflow.password)
+    page.get_by_role("button", name="Sign in").click()
+    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
+
+
+def _open_trigger_form(page, airflow):
+    page.goto(f"{airflow.base_url}/dags/lake_maintenance")
+    page.get_by_role("button", name="Trigger Dag").click()
+    dialog = page.get_by_role("dialog")
+    dialog.locator("input[name=element_table]").wait_for()
+    return dialog
+
+
+def _manual_runs(airflow) -> list[dict]:
+    return airflow.api("GET", "/dags/lake_maintenance/dagRuns", params={"limit": 100}).json()["dag_runs"]
+
+
+def test_trigger_form_runs_lake_maintenance(airflow, lake_hook, namespace, page, output_dir):
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
+    fingerprint = table_fingerprint(lake_hook.load_table(name))
+    _log_in(page, airflow)
+
+    # The form shows what an operator needs at 2 a.m.: titles, descriptions, defaults.
+    dialog = _open_trigger_form(page, airflow)
+    form = dialog.inner_text()
+    for text in ("Table", "The table to maintain, as namespace.table", "Minimum input files", "Clean policy",
+                 "KEEP_LATEST_COMMITS", "Orphan files older than (hours)", "Dry run"):
+        assert text in form, text
+
+    # A table name that is not namespace.table is refused (the API answers 400); no run starts.
+    runs_before = len(_manual_runs(airflow))
+    dialog.locator("input[name=element_table]").fill("events; DROP TABLE x")
+    dialog.get_by_test_id("trigger-dag-submit").click()
+    page.get_by_text("Failed to Trigger").first.wait_for(timeout=30_000)
+    assert len(_manual_runs(airflow)) == runs_before
+
+    # The real thing: fill in the table, keep the defaults, submit.
+    dialog = _open_trigger_form(page, airflow)
+    dialog.locator("input[name=element_table]").fill(name)
+    dialog.screenshot(path=str(output_dir / "trigger-form-filled.png"))
+    dialog.get_by_test_id("trigger-dag-submit").click()
+    page.wait_for_url(re.compile(r".*/dags/lake_maintenance/runs/.+"), timeout=30_000)
+    run_id = unquote(page.url.rsplit("/runs/", 1)[1])
+    run = airflow.wait_for_run("lake_maintenance", run_id)
+    assert run["state"] == "success", airflow.logs()
+    assert run["conf"]["table"] == name
+
+    # What the browser shows once it is done: every task a success.
+    page.reload()
+    for task_id in ("plan", "rewrite", "expire", "clean"):
+        row = page.get_by_role("row").filter(has=page.get_by_role("link", name=task_id, exact=True))
+        row.get_by_text("Success").wait_for(timeout=30_000)
+    page.screenshot(path=str(output_dir / "run-succeeded.png"), full_page=True)
+
+    table = lake_hook.load_table(name)
+    assert live_files(table)["DATA"] == 2  # 12 small files, one per day
+    assert table_fingerprint(table) == fingerprint
