@@ -61,6 +61,18 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     assert xcom["expire"]["deleted_files"]["data_files"] == 240
     assert xcom["clean"]["orphan_file_count"] == 0
 
+    # Running it again is idempotent: nothing left to do, so no new snapshot and the same rows.
+    history_before = [s.snapshot_id for s in table.snapshots()]
+    current_before = table.current_snapshot().snapshot_id
+    again = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+                               "clean_retained": 5, "orphan_older_than_hours": 72})
+    assert again.state == "success"
+    assert again.get_task_instance("rewrite").state == "skipped"
+    table = lake_hook.load_table(name)
+    assert table.current_snapshot().snapshot_id == current_before
+    assert {s.snapshot_id for s in table.snapshots()} <= set(history_before)  # expiry may still trim history
+    assert table_fingerprint(table) == (rows_before, checksum_before)
+
 
 def test_dag_on_a_healthy_table_skips_the_rewrite(airflow_db, lake_hook, namespace):
     name = f"{namespace}.tidy"
