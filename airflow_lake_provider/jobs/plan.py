@@ -19,9 +19,10 @@ How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
   then entry order within a manifest. Each entry's manifest is ``input_file_name()`` (Iceberg
   reads one manifest per task, whole and in order); its index in the manifest list plus a
   row id increasing within the task reproduce that order.
-* **Planning**: the pure :func:`planning.plan_partition` runs per partition on the executors;
-  only group summaries come back to the driver, which applies the budget in the same order
-  as :func:`planning.plan_rewrite` and builds the document with :func:`planning.plan_document`.
+* **Planning**: files are grouped by partition in Spark SQL (all files of older specs in one
+  group), and the pure :func:`planning.plan_rewrite` plans each group on an executor; only
+  group summaries come back to the driver, which applies the budget in plan_rewrite's order
+  and builds the document with :func:`planning.plan_document`.
 * **Filter**: applied to partition values (the inclusive projection). When a file sits in a
   partition the filter only partly selects, the result says ``unaligned_files`` instead of a
   plan, and the caller plans with PyIceberg, which can consult column metrics.
@@ -29,6 +30,7 @@ How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
 
 from __future__ import annotations
 
+from dataclasses import replace
 from functools import partial
 from typing import Any
 
@@ -40,8 +42,7 @@ from airflow_lake_provider.planning import (
     apply_budget,
     partition_order,
     plan_document,
-    plan_partition,
-    rewrite_partition_of,
+    plan_rewrite,
 )
 
 # Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
@@ -124,37 +125,36 @@ def _deletes_per_data_file(rows):
     )
 
 
-def _keyed_file(row, *, spec_fields: dict[int, list[str]], current_spec_id: int, current_fields: list[str]):
-    """(partition order key, (scan order, file, unaligned)) for one data file row (on an executor)."""
-    spec_id = int(row["spec_id"])
-    part = row["part"]
-    info = DataFileInfo(
-        path=row["path"],
-        spec_id=spec_id,
-        partition={name: _json_value(part[name]) for name in spec_fields[spec_id]},
-        size_bytes=int(row["size"]),
-        record_count=int(row["record_count"]),
-        delete_file_paths=tuple(row["delete_paths"] or ()),
-        delete_record_count=int(row["delete_rows"] or 0),
-    )
-    group_spec, group_partition = rewrite_partition_of(info, current_spec_id, current_fields)
-    key = partition_order(group_spec, group_partition)
-    return key, ((int(row["manifest_index"]), int(row["row_id"])), info, not row["aligned"])
+def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptions, include_files: bool,
+                current_spec_id: int, current_fields: list[str]):
+    """Plan the files of one distribution group (on an executor); only summaries leave it.
 
-
-def _plan_partition(item, *, options: RewriteOptions, include_files: bool, current_spec_id: int,
-                    current_fields: list[str]):
-    """Plan one partition's files in scan order; only summaries leave the executor."""
-    key, members = item
-    ordered = sorted(members, key=lambda member: member[0])
-    files = [info for _, info, _ in ordered]
-    spec_id, partition = rewrite_partition_of(files[0], current_spec_id, current_fields)
-    groups = plan_partition(files, spec_id, partition, options)
-    unaligned = sum(1 for _, _, flag in ordered if flag)
-    return key, [(g.to_dict(include_files=include_files), sorted(g.delete_file_paths)) for g in groups], unaligned
+    A group holds whole planning partitions (one partition of the current spec, or every file
+    of the other specs), its files in scan order; :func:`planning.plan_rewrite` does the exact
+    grouping and bin packing inside it, with no budget (the driver applies it over all groups).
+    """
+    files, unaligned = [], 0
+    for f in row["files"]:
+        spec_id = int(f["spec_id"])
+        files.append(DataFileInfo(
+            path=f["path"],
+            spec_id=spec_id,
+            partition={name: _json_value(f["part"][name]) for name in spec_fields[spec_id]},
+            size_bytes=int(f["size"]),
+            record_count=int(f["record_count"]),
+            delete_file_paths=tuple(f["delete_paths"] or ()),
+            delete_record_count=int(f["delete_rows"] or 0),
+        ))
+        unaligned += 0 if f["aligned"] else 1
+    plan = plan_rewrite(files, options, current_spec_id=current_spec_id, current_partition_fields=current_fields)
+    groups = [(partition_order(g.spec_id, g.partition), g.to_dict(include_files=include_files), sorted(g.delete_file_paths))
+              for g in plan.groups]
+    return groups, unaligned
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
     table_name = args["table"]
     snapshot_id = int(args["snapshot_id"])
     options = RewriteOptions.from_iceberg_options(
@@ -168,7 +168,8 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     snapshot = jtable.snapshot(snapshot_id)
     if snapshot is None:
         raise ValueError(f"Snapshot {snapshot_id} is not part of the history of table {table_name}.")
-    if int(iceberg.summary(snapshot).get("total-equality-deletes", "0")) > 0:
+    summary = iceberg.summary(snapshot)
+    if int(summary.get("total-equality-deletes", "0")) > 0:
         raise EqualityDeletesNotSupported(
             f"{table_name} has equality delete files at snapshot {snapshot_id}; the planner does not support "
             "them (neither does PyIceberg). Rewrite the table without planning (rewrite_data_files)."
@@ -178,31 +179,34 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     current_spec_id = int(jtable.spec().specId())
 
     rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, predicates.get("inclusive"))
-    aligned = predicates.get("strict") or "true"
-    data = (
-        rows.where(f"content = {_DATA}")
-        .selectExpr("*", f"({aligned}) AS aligned")
-        .join(_deletes_per_data_file(rows), "path", "left")
-    )
-    current = {"current_spec_id": current_spec_id, "current_fields": spec_fields[current_spec_id]}
-    planned = (
-        data.rdd.map(partial(_keyed_file, spec_fields=spec_fields, **current))
-        .groupByKey()
-        .map(partial(_plan_partition, options=options.resolved(), include_files=include_files, **current))
-        .collect()
-    )
-    unaligned = sum(count for _, _, count in planned)
+    data = rows.where(f"content = {_DATA}").selectExpr("*", f"({predicates.get('strict') or 'true'}) AS aligned")
+    if summary.get("total-delete-files", "1") != "0":  # the join costs a shuffle: skip it when there is nothing to join
+        data = data.join(_deletes_per_data_file(rows), "path", "left")
+    else:
+        data = data.selectExpr("*", "CAST(NULL AS ARRAY<STRING>) AS delete_paths", "CAST(NULL AS BIGINT) AS delete_rows")
+    # Distribution key: a partition of the current spec, or NULL for all files of other specs
+    # (Iceberg lumps those together). Sorting the structs by (manifest, row) restores scan order.
+    grouped = data.groupBy(F.expr(f"IF(spec_id = {current_spec_id}, to_json(part), NULL)")).agg(
+        F.sort_array(F.collect_list(F.struct(
+            "manifest_index", "row_id", "path", "spec_id", "part", "size", "record_count", "delete_paths",
+            "delete_rows", "aligned"))).alias("files"))
+    planned = grouped.rdd.map(partial(
+        _plan_group, spec_fields=spec_fields, options=replace(options, max_files=None, max_bytes=None),
+        include_files=include_files, current_spec_id=current_spec_id, current_fields=spec_fields[current_spec_id],
+    )).collect()
+    unaligned = sum(count for _, count in planned)
     if unaligned:
         return {"table": table_name, "snapshot_id": snapshot_id, "unaligned_files": unaligned}
 
-    groups = [group for _, partition_groups, _ in sorted(planned, key=lambda item: item[0]) for group in partition_groups]
-    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g[0]["files"], g[0]["bytes"]))
-    delete_paths = {path for _, paths in taken for path in paths}
+    # Stable sort: bins of one partition keep their packing order, as in plan_rewrite.
+    groups = sorted((group for partition_groups, _ in planned for group in partition_groups), key=lambda g: g[0])
+    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g[1]["files"], g[1]["bytes"]))
+    delete_paths = {path for _, _, paths in taken for path in paths}
     return plan_document(
         table=table_name,
         snapshot_id=snapshot_id,
         options=options,
-        groups=[summary for summary, _ in taken],
+        groups=[group for _, group, _ in taken],
         delete_file_count=len(delete_paths),
         skipped_by_budget=skipped,
     )

@@ -1,0 +1,145 @@
+"""Planning time and peak memory against file count, for both engines, side by side.
+
+Builds one table in a private lake with 1k, 10k, 100k (and with ``--large`` 300k) data files in
+100 identity partitions. Only metadata matters to planning, so after one real append the files
+are fast-appended as manifest entries (10k per commit) cloned from that real file: building
+100k files takes seconds. At each size, each in a fresh process:
+
+* ``pyiceberg``: the operator's planner in the worker (``plan_table``): time and peak RSS;
+* ``spark``: the operator with ``engine="spark"`` (spark-submit of the ``plan`` job included):
+  time, the worker's peak RSS, and the largest peak RSS among its children (the JVM);
+* a bare spark-submit of the ``sql`` job (``SELECT 1``): the fixed price of a JVM here.
+
+Both engines' plans are compared on every size (they must be equal). Run:
+``python benchmarks/planning.py [--quick | --large]``.
+"""
+
+from __future__ import annotations
+
+import argparse
+import sys
+
+from common import markdown_table, private_lake, run_child, write_section, lake_hook
+
+TABLE = "bench.planning"
+PARTITIONS = 100
+BATCH = 10_000
+TARGET = 64 * 1024 * 1024  # every synthetic file (1-9 KB) is a candidate
+
+PYICEBERG = f"""
+import time
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.planning import RewriteOptions, plan_table
+table = IcebergLakeHook().load_table("{TABLE}")
+options = RewriteOptions.from_table_properties(dict(table.properties), target_file_size_bytes={TARGET})
+started = time.perf_counter()
+plan = plan_table(table, options, table_name="{TABLE}").to_dict(include_files=False)
+seconds = time.perf_counter() - started
+print(json.dumps({{"seconds": seconds, **_peaks(), "plan": plan}}))
+"""
+
+SPARK = f"""
+import time
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+op = IcebergRewritePlanOperator(task_id="plan", table="{TABLE}", engine="spark", target_file_size_bytes={TARGET})
+started = time.perf_counter()
+plan = op.execute({{}})
+seconds = time.perf_counter() - started
+plan.pop("engine"); plan.pop("scope")
+print(json.dumps({{"seconds": seconds, **_peaks(), "plan": plan}}))
+"""
+
+BARE_SUBMIT = """
+import time
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+started = time.perf_counter()
+LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
+print(json.dumps({"seconds": time.perf_counter() - started, **_peaks()}))
+"""
+
+
+def build_table(catalog):
+    """The table, with one real file whose metadata the synthetic entries copy."""
+    import pyarrow as pa
+    from pyiceberg.partitioning import PartitionField, PartitionSpec
+    from pyiceberg.schema import Schema
+    from pyiceberg.transforms import IdentityTransform
+    from pyiceberg.types import IntegerType, LongType, NestedField, StringType
+
+    catalog.create_namespace_if_not_exists("bench")
+    schema = Schema(NestedField(1, "id", LongType(), required=False), NestedField(2, "part", IntegerType(), required=False),
+                    NestedField(3, "payload", StringType(), required=False))
+    table = catalog.create_table(TABLE, schema=schema,
+                                 partition_spec=PartitionSpec(PartitionField(2, 1000, IdentityTransform(), "part")))
+    table.append(pa.table({"id": [0], "part": [0], "payload": ["x"]}, schema=schema.as_arrow()))
+    return catalog.load_table(TABLE)
+
+
+def add_files(table, start: int, count: int) -> None:
+    """Fast-append ``count`` entries cloned from the table's real file (paths, partitions, sizes vary)."""
+    from pyiceberg.manifest import DataFile
+    from pyiceberg.typedef import Record
+
+    template = next(iter(table.scan().plan_files())).file
+    fields = {name: getattr(template, name) for name in (
+        "content", "file_format", "column_sizes", "value_counts", "null_value_counts", "nan_value_counts",
+        "lower_bounds", "upper_bounds", "split_offsets", "sort_order_id")}
+    location = table.location()
+    for first in range(start, start + count, BATCH):
+        with table.transaction() as tx:
+            with tx.update_snapshot().fast_append() as append:
+                for i in range(first, min(first + BATCH, start + count)):
+                    part = i % PARTITIONS
+                    data_file = DataFile.from_args(
+                        **fields, file_path=f"{location}/data/part={part}/synthetic-{i:08d}.parquet",
+                        partition=Record(part), record_count=1 + i % 50, file_size_in_bytes=1000 + (i * 7919) % 8000,
+                    )
+                    data_file.spec_id = template.spec_id
+                    append.append_data_file(data_file)
+        table = table.refresh()
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="1k and 10k files only")
+    parser.add_argument("--large", action="store_true", help="also 300k files")
+    args = parser.parse_args()
+    sizes = (1_000, 10_000) if args.quick else (1_000, 10_000, 100_000, *((300_000,) if args.large else ()))
+
+    with private_lake("planning"):
+        bare = run_child(BARE_SUBMIT)
+        print(f"bare spark-submit (SELECT 1): {bare['seconds']:.1f} s, JVM peak {bare['children_peak_mb']} MB")
+        catalog = lake_hook().catalog
+        table = build_table(catalog)
+        files = 1
+        rows = []
+        for size in sizes:
+            add_files(table, files, size - files)
+            files = size
+            table = catalog.load_table(TABLE)
+            py = run_child(PYICEBERG)
+            sp = run_child(SPARK)
+            same = py.pop("plan") == sp.pop("plan")
+            if not same:
+                sys.exit(f"the engines' plans differ at {size} files")
+            rows.append([f"{size:,}", f"{py['seconds']:.2f}", py["peak_mb"], f"{sp['seconds']:.1f}",
+                         f"{max(sp['seconds'] - bare['seconds'], 0):.1f}", sp["peak_mb"], sp["children_peak_mb"],
+                         f"{sp['seconds'] / py['seconds']:.1f}", "yes" if same else "NO"])
+            print(" | ".join(str(c) for c in rows[-1]), flush=True)
+
+    header = ["data files", "pyiceberg s", "pyiceberg peak RSS MB", "spark s (submit incl.)",
+              "spark s beyond a bare submit", "spark: worker peak MB", "spark: JVM peak MB", "spark / pyiceberg time",
+              "same plan"]
+    command = "python benchmarks/planning.py" + (" --quick" if args.quick else " --large" if args.large else "")
+    body = f"""
+{markdown_table(header, rows)}
+
+A bare spark-submit (`SELECT 1` through the job runner) took {bare['seconds']:.1f} s here.
+Table: {PARTITIONS} identity partitions, files of 1-9 KB (all candidates), {BATCH:,} files per manifest.
+"""
+    write_section("planning", "Planning time and memory by file count, both engines", command, body)
+
+
+if __name__ == "__main__":
+    main()
