@@ -107,3 +107,70 @@ Every section below is written by a script under `benchmarks/` (`make bench` run
 the figures are those of the last run on the machine named in each section. Do not edit the
 sections by hand: run the script again.
 """
+
+
+RAW_APP = Path(__file__).resolve().parent / "raw_spark.py"
+
+
+def raw_spark_submit(*args: str) -> tuple[float, dict]:
+    """A plain spark-submit of ``raw_spark.py`` on the lake's catalog: (wall seconds, its JSON line).
+
+    The same local settings the provider's job runner uses (127.0.0.1, no UI, the catalog's jars),
+    with the catalog configuration as ``--conf`` arguments, the way one would type it by hand.
+    """
+    hook = lake_hook()
+    hook.catalog  # creates the SQLite catalog tables Spark is told not to create
+    conf = {"spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+            "spark.ui.showConsoleProgress": "false", **hook.spark_catalog_conf()}
+    command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(hook.spark_jars())]
+    for key, value in conf.items():
+        command += ["--conf", f"{key}={value}"]
+    started = time.perf_counter()
+    out = subprocess.run([*command, str(RAW_APP), *args], capture_output=True, text=True, env=os.environ.copy())
+    wall = time.perf_counter() - started
+    if out.returncode != 0:
+        raise RuntimeError(f"raw spark-submit failed:\n{out.stderr[-4000:]}")
+    return wall, json.loads(out.stdout.strip().splitlines()[-1])
+
+
+class JvmCounter:
+    """Counts the spark-submit applications the provider starts in this process."""
+
+    def __init__(self) -> None:
+        self.count = 0
+
+    def __enter__(self) -> "JvmCounter":
+        from airflow_lake_provider.hooks import spark_job
+
+        self._original = original = spark_job._SparkSubmitHook.submit
+        counter = self
+
+        def submit(hook, *args, **kwargs):
+            counter.count += 1
+            return original(hook, *args, **kwargs)
+
+        spark_job._SparkSubmitHook.submit = submit
+        return self
+
+    def __exit__(self, *exc) -> None:
+        from airflow_lake_provider.hooks import spark_job
+
+        spark_job._SparkSubmitHook.submit = self._original
+
+
+class FakeTaskInstance:
+    """What the operators read from ``context["ti"]`` when run outside a scheduler."""
+
+    def __init__(self, task_id: str, run_id: str = "bench__1") -> None:
+        self.dag_id, self.run_id, self.task_id, self.map_index = "bench", run_id, task_id, -1
+        self.xcom: dict = {}
+
+    def xcom_push(self, key, value):
+        self.xcom[key] = value
+
+    def xcom_pull(self, *args, **kwargs):
+        return None
+
+
+def context(task_id: str) -> dict:
+    return {"ti": FakeTaskInstance(task_id)}
