@@ -64,12 +64,16 @@ def run_child(code: str, *args: str) -> dict:
     A fresh process per measurement keeps memory figures apart; ``children_peak_mb`` is the
     largest peak RSS among the processes *it* started (the spark-submit JVM, when there is one).
     """
+    # VmHWM, not ru_maxrss: Linux carries ru_maxrss over fork and exec, so a child would report
+    # the parent's RSS at fork time when that is larger than its own peak.
     prelude = (
         "import json, resource, sys\n"
+        "def _status_mb(key):\n"
+        "    with open('/proc/self/status') as status:\n"
+        "        return next(int(line.split()[1]) for line in status if line.startswith(key + ':')) / 1024\n"
         "def _peaks():\n"
-        "    s = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024\n"
         "    c = resource.getrusage(resource.RUSAGE_CHILDREN).ru_maxrss / 1024\n"
-        "    return {'peak_mb': round(s), 'children_peak_mb': round(c)}\n"
+        "    return {'peak_mb': round(_status_mb('VmHWM')), 'children_peak_mb': round(c)}\n"
     )
     out = subprocess.run([sys.executable, "-c", prelude + code, *args], capture_output=True, text=True, env=os.environ.copy())
     if out.returncode != 0:

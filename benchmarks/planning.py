@@ -32,10 +32,12 @@ from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.planning import RewriteOptions, plan_table
 table = IcebergLakeHook().load_table("{TABLE}")
 options = RewriteOptions.from_table_properties(dict(table.properties), target_file_size_bytes={TARGET})
+before_mb = _status_mb("VmRSS")
 started = time.perf_counter()
 plan = plan_table(table, options, table_name="{TABLE}").to_dict(include_files=False)
 seconds = time.perf_counter() - started
-print(json.dumps({{"seconds": seconds, **_peaks(), "plan": plan}}))
+peaks = _peaks()
+print(json.dumps({{"seconds": seconds, **peaks, "extra_mb": round(peaks["peak_mb"] - before_mb), "plan": plan}}))
 """
 
 SPARK = f"""
@@ -123,12 +125,12 @@ def main() -> None:
             same = py.pop("plan") == sp.pop("plan")
             if not same:
                 sys.exit(f"the engines' plans differ at {size} files")
-            rows.append([f"{size:,}", f"{py['seconds']:.2f}", py["peak_mb"], f"{sp['seconds']:.1f}",
+            rows.append([f"{size:,}", f"{py['seconds']:.2f}", py["peak_mb"], py["extra_mb"], f"{sp['seconds']:.1f}",
                          f"{max(sp['seconds'] - bare['seconds'], 0):.1f}", sp["peak_mb"], sp["children_peak_mb"],
                          f"{sp['seconds'] / py['seconds']:.1f}", "yes" if same else "NO"])
             print(" | ".join(str(c) for c in rows[-1]), flush=True)
 
-    header = ["data files", "pyiceberg s", "pyiceberg peak RSS MB", "spark s (submit incl.)",
+    header = ["data files", "pyiceberg s", "pyiceberg peak RSS MB", "of which planning MB", "spark s (submit incl.)",
               "spark s beyond a bare submit", "spark: worker peak MB", "spark: JVM peak MB", "spark / pyiceberg time",
               "same plan"]
     command = "python benchmarks/planning.py" + (" --quick" if args.quick else " --large" if args.large else "")
