@@ -134,7 +134,16 @@ def main() -> None:
     ["clean's orphan-file scan (72 h floor)", f"{h['orphan_s']:.1f}", h["orphan_jvms"], f"{h['orphan_s'] / h['raw_s']:.2f}"],
     ["raw spark-submit of `CALL rewrite_data_files` (finds nothing)", f"{h['raw_s']:.1f}", 1, "1"],
 ])}
-""")
+
+**Reading.** On a healthy table every step decides from metadata in the worker (metadata file,
+manifest list, manifests): milliseconds, growing with the table's file count (see planning),
+and no JVM. The raw procedure pays a JVM start to find the same nothing. The one step that
+needs Spark whatever the table's state is clean's orphan-file scan (it lists the table's
+storage and compares it with every snapshot's files): run it on a slower cadence than
+compaction (`orphan_older_than_hours=None` turns it off for a run).
+""", target={"goal": "healthy table's run without a JVM <= 0.1 x one raw procedure run",
+             "measured": f"{h['run_s'] / h['raw_s']:.3f} x ({h['run_jvms']} JVMs)",
+             "met": h["run_s"] / h["raw_s"] <= 0.1 and h["run_jvms"] == 0})
         if args.skip_fleet:
             return
         f = fleet(hook, args.tables, root)
@@ -147,7 +156,15 @@ def main() -> None:
      f["loop_rewritten"]],
     ["ratio fleet DAG / loop", f"**{f['dag_s'] / f['loop_s']:.2f}**", "", ""],
 ])}
-""")
+
+**Reading.** Both are bound by spark-submits: the loop starts one per table, the DAG one per
+table with work (plans are made in the worker without a JVM, a few milliseconds each for
+tables this size, plus Airflow's own per-task overhead in `dag.test()`). With the same share
+of healthy tables, the DAG's cost grows with the number of tables *needing* work and the loop's
+with the number of tables; the DAG's rewrites also run in parallel up to the pool's bound
+under a real scheduler (`dag.test()` runs them one after another).
+""", target={"goal": "fleet DAG <= 0.25 x rewrite-everything loop", "measured": f"{f['dag_s'] / f['loop_s']:.2f} x",
+             "met": f["dag_s"] / f["loop_s"] <= 0.25})
 
 
 if __name__ == "__main__":

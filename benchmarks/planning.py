@@ -19,7 +19,9 @@ from __future__ import annotations
 import argparse
 import sys
 
-from common import markdown_table, private_lake, run_child, write_section, lake_hook
+from common import lake_hook, markdown_table, private_lake, run_child, write_section
+
+from airflow_lake_provider.operators.plan import AUTO_SPARK_MIN_DATA_FILES
 
 TABLE = "bench.planning"
 PARTITIONS = 100
@@ -115,7 +117,7 @@ def main() -> None:
         catalog = lake_hook().catalog
         table = build_table(catalog)
         files = 1
-        rows = []
+        rows, measured = [], []
         for size in sizes:
             add_files(table, files, size - files)
             files = size
@@ -123,6 +125,7 @@ def main() -> None:
             py = run_child(PYICEBERG)
             sp = run_child(SPARK)
             same = py.pop("plan") == sp.pop("plan")
+            measured.append((py, sp))
             if not same:
                 sys.exit(f"the engines' plans differ at {size} files")
             rows.append([f"{size:,}", f"{py['seconds']:.2f}", py["peak_mb"], py["extra_mb"], f"{sp['seconds']:.1f}",
@@ -134,13 +137,39 @@ def main() -> None:
               "spark s beyond a bare submit", "spark: worker peak MB", "spark: JVM peak MB", "spark / pyiceberg time",
               "same plan"]
     command = "python benchmarks/planning.py" + (" --quick" if args.quick else " --large" if args.large else "")
+    by_size = dict(zip(sizes, measured))
+    largest = sizes[-1]
+    py_last, sp_last = by_size[largest]
+    per_100k_s = py_last["seconds"] / largest * 100_000
+    per_100k_mb = py_last["extra_mb"] / largest * 100_000
+    at_100k = by_size.get(100_000, (None, None))[0]
+    target = None
+    if at_100k is not None:
+        met = at_100k["seconds"] <= 10 and at_100k["peak_mb"] <= 1024
+        target = {"goal": "PyIceberg planning of 100k files <= 10 s and <= 1 GiB",
+                  "measured": f"{at_100k['seconds']:.1f} s, {at_100k['peak_mb']} MB peak", "met": met}
     body = f"""
 {markdown_table(header, rows)}
 
 A bare spark-submit (`SELECT 1` through the job runner) took {bare['seconds']:.1f} s here.
-Table: {PARTITIONS} identity partitions, files of 1-9 KB (all candidates), {BATCH:,} files per manifest.
+Table: {PARTITIONS} identity partitions, files of 1-9 KB (all candidates), {BATCH:,} files per manifest;
+"of which planning" is the planner's peak over the process's size before it started (imports,
+catalog, table metadata). Both engines made the same plan at every size.
+
+**Reading.** PyIceberg planning is bound by decoding every manifest entry of the snapshot in one
+Python process (PyIceberg's Avro reader; the planner itself adds about 15% on top, profiled):
+time and memory grow linearly with the live files, about {per_100k_s:.1f} s and {per_100k_mb:.0f} MB
+per 100,000 files here. The Spark engine pays a JVM start ({bare['seconds']:.0f} s here) and then
+grows slowly (the JVM reads the manifests; a shuffle groups files by partition; the planner
+runs per partition in Python workers); the Airflow worker's memory stays at its baseline
+whatever the table, and the driver JVM holds only group summaries. On 2 cores the executor
+part does not spread out; on a cluster it does. Expect PyIceberg to stay faster up to a few
+hundred thousand files; its memory is what stops it: `engine="auto"` switches to Spark at
+{AUTO_SPARK_MIN_DATA_FILES:,} data files, where PyIceberg would need about
+{AUTO_SPARK_MIN_DATA_FILES / 100_000 * per_100k_mb:.0f} MB in the worker for planning alone (Spark took
+{sp_last['seconds'] / py_last['seconds']:.1f}x PyIceberg's time at {largest:,} files, and the gap closes as tables grow).
 """
-    write_section("planning", "Planning time and memory by file count, both engines", command, body)
+    write_section("planning", "Planning time and memory by file count, both engines", command, body, target=target)
 
 
 if __name__ == "__main__":

@@ -43,7 +43,7 @@ def build(hook, files: int) -> None:
         f"(id * 37 % 1000) / 10.0, sha1(CAST(id AS STRING)) FROM range({rows})",
     ]})
     metadata = hook.load_table("bench.small").metadata_location
-    for copy in ("small_raw", "small_before"):
+    for copy in ("small_raw", "small_raw2", "small_before"):
         hook.catalog.register_table(f"bench.{copy}", metadata)
 
 
@@ -93,6 +93,8 @@ def main() -> None:
             op_wall, result = timed(IcebergRewriteDataFilesOperator(
                 task_id="rewrite", table="bench.small", plan=plan, rewrite_position_deletes=False).execute,
                 context("rewrite"))
+        raw2_wall, _ = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw2")
+        raw_wall = min(raw_wall, raw2_wall)  # one raw run before the operator and one after: the faster
         after_files = len(data_files(hook.load_table("bench.small")))
         raw_after = len(data_files(hook.load_table("bench.small_raw")))
         assert result["rewritten_data_files"] == len(before) == int(raw["results"][0]["rewritten_data_files_count"])
@@ -111,7 +113,7 @@ def main() -> None:
     mb = total_bytes / 1e6
     rewrite_rows = [
         ["operator (`IcebergRewriteDataFilesOperator.execute`, spark-submit incl.)", f"{op_wall:.1f}", jvms.count],
-        ["raw spark-submit of `CALL rewrite_data_files`", f"{raw_wall:.1f}", 1],
+        ["raw spark-submit of `CALL rewrite_data_files` (faster of a run before and one after)", f"{raw_wall:.1f}", 1],
         ["ratio operator / raw", f"**{op_wall / raw_wall:.2f}**", ""],
     ]
     write_section("rewrite", "Rewrite task vs a raw spark-submit", command, f"""
@@ -119,7 +121,15 @@ def main() -> None:
 The plan (PyIceberg, no JVM) took {plan_s:.2f} s before the task and is not included.
 
 {markdown_table(["run", "wall s", "JVMs"], rewrite_rows)}
-""")
+
+**Reading.** Both runs are bound by the same two things: a JVM start (several seconds here,
+whatever the table) and the rewrite itself (read, bin-pack, write, commit). What the
+operator adds on top is small and fixed: the job spec and result files, the package zip
+shipped with `--py-files`, a check that the planned snapshot is still an ancestor, the partition
+filter built from the plan, and the look-up of its own commits afterwards. As tables grow the
+rewrite dominates and the ratio tends to 1; on tiny tables it is the noise of two JVM starts.
+""", target={"goal": "rewrite task <= 1.10 x raw spark-submit", "measured": f"{op_wall / raw_wall:.2f} x",
+             "met": op_wall / raw_wall <= 1.10})
     proc_rate, copy_rate = mb / raw["seconds"], mb / copy["seconds"]
     write_section("throughput", "Rewrite throughput vs a plain Parquet read-and-write", command, f"""
 The same {len(before):,} files ({mb:.0f} MB), each in its own spark-submit; seconds measured inside the
@@ -130,8 +140,15 @@ application (after the session started), so JVM start-up is left out of both.
     [f"Spark `read.parquet(...).repartition({after_files}).write.parquet`", f"{copy['seconds']:.1f}", f"{copy_rate:.1f}"],
     ["ratio rewrite / copy throughput", "", f"**{proc_rate / copy_rate:.2f}**"],
 ])}
-""")
+
+**Reading.** Both are bound by Parquet decoding and encoding on 2 cores. The rewrite also plans
+file groups, reads through Iceberg's reader (applying deletes, of which there are none here),
+writes Iceberg metadata and commits: fixed costs that weigh on small inputs and fade on large
+ones. Expect the ratio to approach 1 as the bytes per run grow, and both to scale with cores.
+""", target={"goal": "rewrite throughput >= 0.8 x a plain Parquet copy", "measured": f"{proc_rate / copy_rate:.2f} x",
+             "met": proc_rate / copy_rate >= 0.8})
     t = scans["timings"]
+    warm_speedup = (t["bench.small_before:aggregate"]["median_warm"] / t["bench.small:aggregate"]["median_warm"])
     scan_rows = []
     for query in ("count", "aggregate"):
         b, a = t[f"bench.small_before:{query}"], t[f"bench.small:{query}"]
@@ -146,7 +163,13 @@ Count: `SELECT count(*)`; aggregate: `SELECT part, sum(amount), count(*) WHERE a
 files; after: {after_files}. One Spark session runs every Spark query.
 
 {markdown_table(["query", "before s", "after s", "speed-up"], scan_rows)}
-""")
+
+**Reading.** Scans of many small files are bound by per-file work, not bytes: planning a task,
+opening each file and reading its footer, scheduling. Compaction removes that per-file
+overhead, so the speed-up grows with the number of small files a scan touches. The first
+Spark run also carries start-up work (class loading, code generation) on both sides.
+""", target={"goal": "scan after compaction >= 3 x faster (Spark filtered aggregate, warm)",
+             "measured": f"{warm_speedup:.1f} x", "met": warm_speedup >= 3})
 
 
 if __name__ == "__main__":
