@@ -137,14 +137,16 @@ application (after the session started), so JVM start-up is left out of both.
 
 {markdown_table(["work", "s in the JVM", "MB/s"], [
     ["`rewrite_data_files` (raw procedure)", f"{raw['seconds']:.1f}", f"{proc_rate:.1f}"],
-    [f"Spark `read.parquet(...).repartition({after_files}).write.parquet`", f"{copy['seconds']:.1f}", f"{copy_rate:.1f}"],
+    [f"Spark `read.parquet(...).coalesce({after_files}).write.parquet`", f"{copy['seconds']:.1f}", f"{copy_rate:.1f}"],
     ["ratio rewrite / copy throughput", "", f"**{proc_rate / copy_rate:.2f}**"],
 ])}
 
-**Reading.** Both are bound by Parquet decoding and encoding on 2 cores. The rewrite also plans
-file groups, reads through Iceberg's reader (applying deletes, of which there are none here),
-writes Iceberg metadata and commits: fixed costs that weigh on small inputs and fade on large
-ones. Expect the ratio to approach 1 as the bytes per run grow, and both to scale with cores.
+**Reading.** Both are bound by reading and writing Parquet on 2 cores, and on small files by
+per-file work. The rewrite gets its file list from the manifests and bin-packs it into one
+task per group; it also writes Iceberg metadata and commits. The plain copy is handed
+{len(before):,} paths, which Spark lists and checks itself (a listing job above 32 paths) before
+packing them into read splits. Both scale with cores; with fewer, larger input files the
+per-file costs fade and the two converge.
 """, target={"goal": "rewrite throughput >= 0.8 x a plain Parquet copy", "measured": f"{proc_rate / copy_rate:.2f} x",
              "met": proc_rate / copy_rate >= 0.8})
     t = scans["timings"]

@@ -81,6 +81,20 @@ def test_day_transform_and_an_aligned_partition_filter(spark, lake_hook, namespa
     assert {g["partition"]["day_day"] for g in expected["groups"]} == {20455, 20456}  # ints, like PyIceberg
 
 
+@pytest.mark.parametrize("partition_by", ["day", "day_transform"])
+def test_a_daily_data_interval_scope_selects_the_same_partitions(spark, lake_hook, namespace, partition_by):
+    from airflow_lake_provider.scoping import interval_filter, partition_fields_of
+
+    name = f"{namespace}.t"
+    table = create_events_table(lake_hook.catalog, name, days=3, commits_per_day=5, rows_per_commit=10,
+                                partition_by=partition_by)
+    scope = interval_filter(partition_fields_of(table), dt.datetime(2026, 1, 2, tzinfo=dt.timezone.utc),
+                            dt.datetime(2026, 1, 3, tzinfo=dt.timezone.utc))
+    expected, got = _both_plans(spark, lake_hook, name, partition_filter=scope, target_file_size_bytes=1024 * 1024)
+    _assert_same(expected, got)
+    assert [g["partition"] for g in expected["groups"]] == [{"day" if partition_by == "day" else "day_day": 20455}]
+
+
 def test_identity_partition_on_a_string_with_a_filter(spark, lake_hook, namespace):
     name = f"{namespace}.t"
     spark.sql(f"CREATE TABLE lake.{name} (id BIGINT, category STRING) USING iceberg PARTITIONED BY (category)")
