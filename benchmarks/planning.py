@@ -146,6 +146,12 @@ def main() -> None:
     per_100k_s = py_last["seconds"] / largest * 100_000
     per_100k_mb = py_last["extra_mb"] / largest * 100_000
     at_100k = by_size.get(100_000, (None, None))[0]
+    crossing = f"nowhere up to {largest:,} files (PyIceberg was faster at every size)"
+    for (small, (py_a, sp_a)), (big, (py_b, sp_b)) in zip(list(by_size.items()), list(by_size.items())[1:]):
+        gap_a, gap_b = sp_a["seconds"] - py_a["seconds"], sp_b["seconds"] - py_b["seconds"]
+        if gap_a > 0 >= gap_b:  # linear between the two measured sizes
+            crossing = f"at about {round(small + (big - small) * gap_a / (gap_a - gap_b), -4):,.0f} files (interpolated)"
+            break
     target = None
     if at_100k is not None:
         met = at_100k["seconds"] <= 10 and at_100k["peak_mb"] <= 1024
@@ -166,12 +172,11 @@ per 100,000 files here. The Spark engine pays a JVM start ({bare['seconds']:.0f}
 grows slowly (the JVM reads the manifests; a shuffle groups files by partition; the planner
 runs per partition in Python workers); the Airflow worker's memory stays at its baseline
 whatever the table, and the driver JVM holds only group summaries. On 2 cores the executor
-part does not spread out; on a cluster it does. Expect PyIceberg to stay faster up to a few
-hundred thousand files; its memory is what stops it: `engine="auto"` switches to Spark at
-{AUTO_SPARK_MIN_DATA_FILES:,} data files, where PyIceberg would need about
-{AUTO_SPARK_MIN_DATA_FILES / 100_000 * per_100k_mb:.0f} MB in the worker for planning alone; at {largest:,} files
-Spark took {sp_last['seconds'] / py_last['seconds']:.1f}x PyIceberg's time. Spark's figures here move by several
-seconds between runs (JVM start-up on a shared 2-core machine): each is the faster of {REPEAT} runs.
+part does not spread out; on a cluster it does. In this run the two engines took the same
+time {crossing}. `engine="auto"` switches to Spark at {AUTO_SPARK_MIN_DATA_FILES:,} data files, where
+PyIceberg needs about {AUTO_SPARK_MIN_DATA_FILES / 100_000 * per_100k_mb:.0f} MB in the worker for planning alone.
+Spark's figures move by several seconds between runs (JVM start-up on a shared 2-core
+machine): each is the faster of {REPEAT} runs.
 """
     write_section("planning", "Planning time and memory by file count, both engines", command, body, target=target)
 

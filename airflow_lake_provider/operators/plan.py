@@ -17,11 +17,11 @@ from airflow_lake_provider.scoping import combine_filters, interval_filter, part
 SCOPES = ("auto", "interval", "table")
 ENGINES = ("auto", "pyiceberg", "spark")
 #: ``engine="auto"`` plans in Spark from this many live data files (snapshot summary) on. Basis:
-#: docs/benchmarks.md on 2 cores: PyIceberg needs about 3.3 MB and 0.07-0.08 s per 1,000 files
-#: (~0.8 GiB for planning alone at 250k, 1.2 GB peak at 300k) while a Spark plan costs a fixed
-#: spark-submit plus ~0.05 s per 1,000 files (20 s at 100k, 30 s at 300k). PyIceberg stays faster
-#: well past 250k; the worker's memory is what decides.
-AUTO_SPARK_MIN_DATA_FILES = 250_000
+#: docs/benchmarks.md, 2 cores: PyIceberg needs about 0.065-0.08 s and 3.3 MB per 1,000 files
+#: (6.5-8 s and ~340 MB of planning at 100k; 19.5-21.7 s and ~1 GB at 300k), a Spark plan a
+#: spark-submit plus a slow-growing part (12-30 s at 100k, 15-16 s at 300k: noisy). The two
+#: took the same time near 200k files; there PyIceberg's planning needs ~0.65 GB of the worker.
+AUTO_SPARK_MIN_DATA_FILES = 200_000
 #: The same decision by manifest count (PyIceberg opens every manifest). Not measured: a guard
 #: for tables with very many small manifests, left well above anything the benchmark built.
 AUTO_SPARK_MIN_MANIFESTS = 20_000
