@@ -151,6 +151,7 @@ per-file costs fade and the two converge.
              "met": proc_rate / copy_rate >= 0.8})
     t = scans["timings"]
     warm_speedup = (t["bench.small_before:aggregate"]["median_warm"] / t["bench.small:aggregate"]["median_warm"])
+    count_speedup = (t["bench.small_before:count"]["median_warm"] / t["bench.small:count"]["median_warm"])
     scan_rows = []
     for query in ("count", "aggregate"):
         b, a = t[f"bench.small_before:{query}"], t[f"bench.small:{query}"]
@@ -169,9 +170,12 @@ files; after: {after_files}. One Spark session runs every Spark query.
 **Reading.** Scans of many small files are bound by per-file work, not bytes: planning a task,
 opening each file and reading its footer, scheduling. Compaction removes that per-file
 overhead, so the speed-up grows with the number of small files a scan touches. The first
-Spark run also carries start-up work (class loading, code generation) on both sides.
-""", target={"goal": "scan after compaction >= 3 x faster (Spark filtered aggregate, warm)",
-             "measured": f"{warm_speedup:.1f} x", "met": warm_speedup >= 3})
+Spark run also carries start-up work (class loading, code generation) on both sides. A Spark
+`count(*)` is answered from manifest metadata (Iceberg's aggregate push-down) without opening
+data files: warm, it is bound by the manifest entries to read, and gains least.
+""", target={"goal": "scans after compaction >= 3 x faster (Spark, warm: count and filtered aggregate)",
+             "measured": f"count {count_speedup:.1f} x, aggregate {warm_speedup:.1f} x",
+             "met": count_speedup >= 3 and warm_speedup >= 3})
 
 
 if __name__ == "__main__":
