@@ -5,7 +5,7 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bootstrap demo test test-fast
+.PHONY: bootstrap demo test test-fast bench bench-quick
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -18,3 +18,15 @@ test: bootstrap
 
 test-fast: bootstrap
 	@$(VENV)/bin/python -m pytest -m "not spark_submit and not slow" $(PYTEST_ARGS)
+
+# Benchmarks (not tests): each script prints its figures and rewrites its section of
+# docs/benchmarks.md. About 30 minutes on 2 cores; bench-quick takes smaller sizes.
+bench: bootstrap
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py
+
+bench-quick: bootstrap
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py --tables 10

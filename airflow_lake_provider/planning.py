@@ -461,22 +461,14 @@ class RewritePlan:
         delete_paths: set[str] = set()
         for g in self.groups:
             delete_paths |= g.delete_file_paths
-        return {
-            "table": self.table,
-            "snapshot_id": self.snapshot_id,
-            "groups": [g.to_dict(include_files=include_files) for g in self.groups],
-            "totals": {
-                "groups": len(self.groups),
-                "files": sum(g.file_count for g in self.groups),
-                "bytes": sum(g.bytes for g in self.groups),
-                "delete_files": len(delete_paths),
-                "partitions": len({(g.spec_id, _partition_key(g.partition)) for g in self.groups}),
-            },
-            "expected_output_files": self.expected_output_files,
-            "options": self.options.to_iceberg_options(),
-            "budget": {"max_files": self.options.max_files, "max_bytes": self.options.max_bytes},
-            "skipped_by_budget": self.skipped_by_budget,
-        }
+        return plan_document(
+            table=self.table,
+            snapshot_id=self.snapshot_id,
+            options=self.options,
+            groups=[g.to_dict(include_files=include_files) for g in self.groups],
+            delete_file_count=len(delete_paths),
+            skipped_by_budget=self.skipped_by_budget,
+        )
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RewritePlan:
@@ -493,6 +485,90 @@ class RewritePlan:
             groups=tuple(FileGroup.from_dict(g) for g in d.get("groups", [])),
             skipped_by_budget=int(d.get("skipped_by_budget", 0)),
         )
+
+
+def plan_document(
+    *,
+    table: str,
+    snapshot_id: int | None,
+    options: RewriteOptions,
+    groups: Sequence[Mapping[str, Any]],
+    delete_file_count: int,
+    skipped_by_budget: int,
+) -> dict[str, Any]:
+    """The plan's JSON form from group summaries (:meth:`FileGroup.to_dict` output).
+
+    Shared by :meth:`RewritePlan.to_dict` and the Spark planning job, which never holds the
+    files of a whole table in one place: ``delete_file_count`` is the number of *distinct*
+    delete files over all groups (one delete file may touch several groups).
+    """
+    return {
+        "table": table,
+        "snapshot_id": snapshot_id,
+        "groups": [dict(g) for g in groups],
+        "totals": {
+            "groups": len(groups),
+            "files": sum(int(g["files"]) for g in groups),
+            "bytes": sum(int(g["bytes"]) for g in groups),
+            "delete_files": delete_file_count,
+            "partitions": len({(g["spec_id"], _partition_key(g["partition"])) for g in groups}),
+        },
+        "expected_output_files": sum(int(g["expected_output_files"]) for g in groups),
+        "options": options.to_iceberg_options(),
+        "budget": {"max_files": options.max_files, "max_bytes": options.max_bytes},
+        "skipped_by_budget": skipped_by_budget,
+    }
+
+
+def rewrite_partition_of(
+    f: DataFileInfo, current_spec_id: int | None, current_partition_fields: Sequence[str] | None
+) -> tuple[int, dict[str, Any]]:
+    """The (spec id, partition) whose group ``f`` joins: Iceberg lumps files of other specs
+    under the current spec's all-null partition (no lumping when ``current_spec_id`` is None)."""
+    if current_spec_id is None or f.spec_id == current_spec_id:
+        return f.spec_id, f.partition
+    return current_spec_id, {name: None for name in (current_partition_fields or ())}
+
+
+def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, int]:
+    """The order groups of different partitions are listed (and budgeted) in: partition JSON, spec."""
+    return _partition_key(partition), spec_id
+
+
+def plan_partition(
+    files: Sequence[DataFileInfo], spec_id: int, partition: Mapping[str, Any], options: RewriteOptions
+) -> list[FileGroup]:
+    """The groups of one partition (files in scan order), before any budget: candidates, bins, filter."""
+    r = options.resolved()
+    candidates = files if r.rewrite_all else [f for f in files if _is_candidate(f, r)]
+    groups = []
+    for packed in _bin_pack(candidates, r.max_file_group_size_bytes):
+        if r.rewrite_all or _keep_group(packed, r):
+            size = sum(f.size_bytes for f in packed)
+            groups.append(FileGroup(spec_id, dict(partition), tuple(packed), expected_output_files(size, r)))
+    return groups
+
+
+def apply_budget(groups: Sequence[Any], options: RewriteOptions, measure) -> tuple[list[Any], int]:
+    """Whole groups, in order, while they fit ``max_files``/``max_bytes``; returns (taken, skipped).
+
+    A partial group would leave a wrongly sized remainder; a group that does not fit is skipped
+    and later ones may still fit. ``measure(group)`` gives its ``(files, bytes)``.
+    """
+    taken: list[Any] = []
+    skipped = 0
+    file_total = byte_total = 0
+    for g in groups:
+        files, size = measure(g)
+        if (options.max_files is not None and file_total + files > options.max_files) or (
+            options.max_bytes is not None and byte_total + size > options.max_bytes
+        ):
+            skipped += 1
+            continue
+        taken.append(g)
+        file_total += files
+        byte_total += size
+    return taken, skipped
 
 
 def plan_rewrite(
@@ -512,41 +588,16 @@ def plan_rewrite(
     its fields), which is Iceberg's rule; without it, files are grouped by (spec id, partition).
     """
     options.validate()
-    r = options.resolved()
-
     by_partition: dict[tuple[str, int], tuple[int, dict[str, Any], list[DataFileInfo]]] = {}
-    lumped = {name: None for name in (current_partition_fields or ())}
     for f in files:
-        if current_spec_id is None or f.spec_id == current_spec_id:
-            spec_id, partition = f.spec_id, f.partition
-        else:
-            spec_id, partition = current_spec_id, lumped
-        key = (_partition_key(partition), spec_id)
-        by_partition.setdefault(key, (spec_id, dict(partition), []))[2].append(f)
+        spec_id, partition = rewrite_partition_of(f, current_spec_id, current_partition_fields)
+        by_partition.setdefault(partition_order(spec_id, partition), (spec_id, dict(partition), []))[2].append(f)
 
     groups: list[FileGroup] = []
     for key in sorted(by_partition):  # deterministic: partition JSON, then spec id
         spec_id, partition, members = by_partition[key]
-        candidates = members if r.rewrite_all else [f for f in members if _is_candidate(f, r)]
-        for packed in _bin_pack(candidates, r.max_file_group_size_bytes):
-            if r.rewrite_all or _keep_group(packed, r):
-                size = sum(f.size_bytes for f in packed)
-                groups.append(FileGroup(spec_id, partition, tuple(packed), expected_output_files(size, r)))
-
-    # Budget: whole groups only (a partial group would leave a wrongly sized remainder), in the
-    # order above; a group that does not fit is skipped and later ones may still fit.
-    taken: list[FileGroup] = []
-    skipped = 0
-    file_total = byte_total = 0
-    for g in groups:
-        if (r.max_files is not None and file_total + g.file_count > r.max_files) or (
-            r.max_bytes is not None and byte_total + g.bytes > r.max_bytes
-        ):
-            skipped += 1
-            continue
-        taken.append(g)
-        file_total += g.file_count
-        byte_total += g.bytes
+        groups += plan_partition(members, spec_id, partition, options)
+    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g.file_count, g.bytes))
     return RewritePlan(table, snapshot_id, options, tuple(taken), skipped)
 
 
@@ -591,6 +642,31 @@ def _is_file_scoped(delete_file: Any) -> bool:
     return lower is not None and lower == upper
 
 
+def parse_partition_filter(table: Any, partition_filter: str | None) -> Any:
+    """The PyIceberg expression of a filter string (``AlwaysTrue`` when empty), checked against the schema.
+
+    An unparsable filter or one naming an unknown column raises :class:`LakeConfigError` here,
+    before any scan or JVM.
+    """
+    from pyiceberg.expressions import AlwaysTrue
+    from pyiceberg.expressions.parser import parse
+    from pyiceberg.expressions.visitors import bind
+
+    if partition_filter is None or not partition_filter.strip():
+        return AlwaysTrue()
+    try:
+        row_filter = parse(partition_filter)
+        bind(table.schema(), row_filter, case_sensitive=True)  # unknown columns fail here, not mid-scan
+    except Exception as exc:  # pyparsing.ParseException, ValueError from binding
+        if hasattr(exc, "loc"):  # the parser's own "Expected {...}" grammar dump helps nobody
+            detail = (f"it does not parse (at char {exc.loc}); write a PyIceberg filter such as "
+                      "day = '2026-01-01' or amount > 10 AND region = 'eu'")
+        else:
+            detail = str(exc)
+        raise LakeConfigError(f"Invalid partition_filter {partition_filter!r}: {detail}.") from exc
+    return row_filter
+
+
 def plan_table(
     table: Any,
     options: RewriteOptions | None = None,
@@ -605,25 +681,9 @@ def plan_table(
     Iceberg's planner the filter selects whole files (no residuals). An unparsable filter or
     one naming an unknown column raises :class:`LakeConfigError` before anything else runs.
     """
-    from pyiceberg.expressions import AlwaysTrue
-    from pyiceberg.expressions.parser import parse
-    from pyiceberg.expressions.visitors import bind
-
     options = options or RewriteOptions.from_table_properties(dict(table.properties))
     options.validate()
-
-    row_filter: Any = AlwaysTrue()
-    if partition_filter is not None and partition_filter.strip():
-        try:
-            row_filter = parse(partition_filter)
-            bind(table.schema(), row_filter, case_sensitive=True)  # unknown columns fail here, not mid-scan
-        except Exception as exc:  # pyparsing.ParseException, ValueError from binding
-            if hasattr(exc, "loc"):  # the parser's own "Expected {...}" grammar dump helps nobody
-                detail = (f"it does not parse (at char {exc.loc}); write a PyIceberg filter such as "
-                          "day = '2026-01-01' or amount > 10 AND region = 'eu'")
-            else:
-                detail = str(exc)
-            raise LakeConfigError(f"Invalid partition_filter {partition_filter!r}: {detail}.") from exc
+    row_filter = parse_partition_filter(table, partition_filter)
 
     if snapshot_id is None:
         current = table.current_snapshot()
@@ -667,7 +727,11 @@ __all__ = [
     "FileGroup",
     "RewriteOptions",
     "RewritePlan",
+    "apply_budget",
     "expected_output_files",
+    "parse_partition_filter",
+    "plan_document",
+    "plan_partition",
     "plan_rewrite",
     "plan_table",
     "write_max_file_size",

@@ -70,11 +70,16 @@ class _SparkSubmitHook(SparkSubmitHook):
         return data
 
 
+#: Pure modules the jobs import besides ``jobs/`` (no Airflow import in any of them).
+JOB_MODULES = ("__init__.py", "exceptions.py", "planning.py")
+
+
 def _jobs_archive(directory: Path) -> str:
-    """Zip the import-light part of the package (``__init__`` and ``jobs/``) for ``--py-files``."""
+    """Zip the import-light part of the package (``JOB_MODULES`` and ``jobs/``) for ``--py-files``."""
     archive = directory / "airflow_lake_provider_jobs.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        zf.write(PACKAGE_DIR / "__init__.py", "airflow_lake_provider/__init__.py")
+        for name in JOB_MODULES:
+            zf.write(PACKAGE_DIR / name, f"airflow_lake_provider/{name}")
         for source in sorted((PACKAGE_DIR / "jobs").glob("*.py")):
             zf.write(source, f"airflow_lake_provider/jobs/{source.name}")
     return str(archive)

@@ -1,4 +1,5 @@
-"""Plan a compaction from metadata in the Airflow worker: no JVM."""
+"""Plan a compaction from metadata: in the Airflow worker (PyIceberg, no JVM) or, for very large
+tables, in a Spark application that never holds every file in one place."""
 
 from __future__ import annotations
 
@@ -9,10 +10,35 @@ from airflow.sdk.bases.skipmixin import SkipMixin
 
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
-from airflow_lake_provider.planning import RewriteOptions, plan_table
+from airflow_lake_provider.partition_sql import spark_partition_predicates
+from airflow_lake_provider.planning import RewriteOptions, parse_partition_filter, plan_table
 from airflow_lake_provider.scoping import combine_filters, interval_filter, partition_fields_of
 
 SCOPES = ("auto", "interval", "table")
+ENGINES = ("auto", "pyiceberg", "spark")
+#: ``engine="auto"`` plans in Spark from this many live data files (snapshot summary) on. Basis:
+#: docs/benchmarks.md, 2 cores: PyIceberg needs about 0.065-0.08 s and 3.3 MB per 1,000 files
+#: (6.5-8 s and ~340 MB of planning at 100k; 19.5-21.7 s and ~1 GB at 300k), a Spark plan a
+#: spark-submit plus a slow-growing part (12-30 s at 100k, 15-16 s at 300k: noisy). The two
+#: took the same time near 200k files; there PyIceberg's planning needs ~0.65 GB of the worker.
+AUTO_SPARK_MIN_DATA_FILES = 200_000
+#: The same decision by manifest count (PyIceberg opens every manifest). Not measured: a guard
+#: for tables with very many small manifests, left well above anything the benchmark built.
+AUTO_SPARK_MIN_MANIFESTS = 20_000
+
+
+def choose_engine(engine: str, *, data_files: int, manifests: int) -> str:
+    """The engine that plans: ``auto`` takes Spark only where PyIceberg's time or memory would hurt.
+
+    A spark-submit costs a fixed 5-14 s; PyIceberg costs about 0.1 s and 3-4 MB per 1,000 files,
+    all in the Airflow worker. Below the thresholds PyIceberg is faster and its memory is modest.
+    """
+    if engine not in ENGINES:
+        raise LakeConfigError(f"engine must be one of {', '.join(ENGINES)}; got {engine!r}.")
+    if engine != "auto":
+        return engine
+    large = data_files >= AUTO_SPARK_MIN_DATA_FILES or manifests >= AUTO_SPARK_MIN_MANIFESTS
+    return "spark" if large else "pyiceberg"
 
 
 class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
@@ -40,13 +66,22 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         interval. ``table``: never scope. ``partition_filter`` is applied on top.
     :param include_file_paths: put every planned file's path in the XCom (off by default: the
         rewrite needs only the partitions, and XCom is no place for a million paths).
+    :param engine: ``pyiceberg`` plans in the Airflow worker (no JVM: fast for small and medium
+        tables, but every file of the snapshot passes through the worker's memory); ``spark``
+        submits the ``plan`` job, which reads the metadata as a distributed DataFrame and plans
+        partitions on the executors (a JVM start, but worker memory stays flat); ``auto``
+        (default) reads the snapshot summary and the manifest list and takes Spark from
+        ``AUTO_SPARK_MIN_DATA_FILES`` data files or ``AUTO_SPARK_MIN_MANIFESTS`` manifests. Both
+        engines give the same plan. A ``partition_filter`` that cuts through partitions (a
+        bound inside a day of a day-partitioned table) needs column metrics: ``spark`` then
+        fails and ``auto`` falls back to PyIceberg.
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "target_file_size_bytes", "min_file_size_bytes", "max_file_size_bytes", "min_input_files",
         "max_file_group_size_bytes", "delete_file_threshold", "rewrite_all", "partition_filter",
-        "max_files", "max_bytes", "scope",
+        "max_files", "max_bytes", "scope", "engine",
     )
 
     def __init__(
@@ -65,6 +100,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         skip_rewrite_when_empty: bool = True,
         include_file_paths: bool = False,
         scope: str = "auto",
+        engine: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -81,6 +117,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.skip_rewrite_when_empty = skip_rewrite_when_empty
         self.include_file_paths = include_file_paths
         self.scope = scope
+        self.engine = engine
 
     def rewrite_options(self, table_properties: dict[str, str]) -> RewriteOptions:
         overrides = {
@@ -118,21 +155,64 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             self.log.info("%s has no time partition: planning the whole table.", self.table_identifier.dotted)
         return scoped
 
+    def resolve_engine(self, table) -> str:
+        """The engine for this run (``auto`` decided from the current snapshot's metadata)."""
+        if self.engine not in ENGINES:  # checked before anything is read
+            return choose_engine(self.engine, data_files=0, manifests=0)
+        snapshot = table.current_snapshot()
+        if snapshot is None:
+            return "pyiceberg"  # nothing to read: no reason to start a JVM
+        if self.engine != "auto":
+            return self.engine
+        summary = snapshot.summary.additional_properties if snapshot.summary else {}
+        data_files = int(summary.get("total-data-files", 0))
+        manifests = len(snapshot.manifests(table.io))  # the manifest list only: one small read
+        engine = choose_engine("auto", data_files=data_files, manifests=manifests)
+        self.log.info("engine=auto: %s data files, %s manifests -> %s.", data_files, manifests, engine)
+        return engine
+
+    def plan_with_spark(self, table, options: RewriteOptions, row_filter: str | None) -> dict[str, Any] | None:
+        """The plan from the ``plan`` Spark job; ``None`` when the filter needs PyIceberg's metrics."""
+        predicates = spark_partition_predicates(table, parse_partition_filter(table, row_filter))
+        result = self.run_job("plan", {
+            "table": self.table_identifier.dotted,
+            "snapshot_id": table.current_snapshot().snapshot_id,
+            "options": options.to_iceberg_options(),
+            "max_files": options.max_files,
+            "max_bytes": options.max_bytes,
+            "include_files": self.include_file_paths,
+            "predicates": predicates,
+        })
+        if "unaligned_files" not in result:
+            return result
+        message = (f"partition_filter {row_filter!r} selects only part of the partitions of "
+                   f"{result['unaligned_files']} files: which of them it keeps depends on column metrics")
+        if self.engine == "spark":
+            raise LakeConfigError(f"{message}, which only engine='pyiceberg' reads. Use it, or a filter on "
+                                  "partition boundaries.")
+        self.log.warning("%s: planning with PyIceberg instead.", message)
+        return None
+
     def execute(self, context: Any) -> dict[str, Any]:
         table = self.load_table()
+        engine = self.resolve_engine(table)
         options = self.rewrite_options(dict(table.properties))
         scoped = self.interval_scope(table, context)
         row_filter = combine_filters(scoped, self.partition_filter)
         if scoped:
             self.log.info("Scoped to the data interval: %s", scoped)
-        plan = plan_table(
-            table, options, partition_filter=row_filter, table_name=self.table_identifier.dotted
-        ).to_dict(include_files=self.include_file_paths)
+        plan = self.plan_with_spark(table, options, row_filter) if engine == "spark" else None
+        if plan is None:
+            engine = "pyiceberg"
+            plan = plan_table(
+                table, options, partition_filter=row_filter, table_name=self.table_identifier.dotted
+            ).to_dict(include_files=self.include_file_paths)
+        plan["engine"] = engine
         plan["scope"] = {"interval_filter": scoped, "partition_filter": self.partition_filter or None}
         totals = plan["totals"]
         self.log.info(
-            "Plan for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",
-            plan["table"], plan["snapshot_id"], totals["groups"], totals["files"], totals["bytes"],
+            "Plan (%s) for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",
+            engine, plan["table"], plan["snapshot_id"], totals["groups"], totals["files"], totals["bytes"],
             plan["expected_output_files"],
         )
         if totals["groups"] == 0 and self.skip_rewrite_when_empty:

@@ -1,0 +1,212 @@
+"""Plan a binpack compaction in Spark: the plan PyIceberg's planner makes, from distributed metadata.
+
+For tables too large for one Airflow worker's memory (hundreds of thousands of files and
+more). Args: ``table``, ``snapshot_id`` (resolved by the operator: both engines plan the same
+snapshot), ``options`` (the Iceberg option map of :class:`RewriteOptions`), ``max_files``,
+``max_bytes``, ``include_files``, ``predicates`` (``{"inclusive", "strict"}`` Spark SQL from
+:mod:`airflow_lake_provider.partition_sql`, or null).
+
+How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
+
+* **Files**: live entries (status not DELETED) of the snapshot's ``entries`` metadata table,
+  without empty files (PyIceberg's metrics evaluator drops ``record_count == 0``).
+* **Delete files** (PyIceberg's ``DeleteFileIndex``): a position delete file whose ``file_path``
+  bounds are one path applies to that data file; any other applies to data files of the same
+  spec and partition, when its ``file_path`` bounds (if it has both) cover the data file's path.
+  Either way only when its data sequence number is >= the data file's. Equality deletes are
+  refused, as PyIceberg refuses them.
+* **Order** (bin packing is order-sensitive): PyIceberg yields files in manifest-list order,
+  then entry order within a manifest. Each entry's manifest is ``input_file_name()`` (Iceberg
+  reads one manifest per task, whole and in order); its index in the manifest list plus a
+  row id increasing within the task reproduce that order.
+* **Planning**: files are grouped by partition in Spark SQL (all files of older specs in one
+  group), and the pure :func:`planning.plan_rewrite` plans each group on an executor; only
+  group summaries come back to the driver, which applies the budget in plan_rewrite's order
+  and builds the document with :func:`planning.plan_document`.
+* **Filter**: applied to partition values (the inclusive projection). When a file sits in a
+  partition the filter only partly selects, the result says ``unaligned_files`` instead of a
+  plan, and the caller plans with PyIceberg, which can consult column metrics.
+"""
+
+from __future__ import annotations
+
+from dataclasses import replace
+from functools import partial
+from typing import Any
+
+from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.planning import (
+    DataFileInfo,
+    RewriteOptions,
+    _json_value,
+    apply_budget,
+    partition_order,
+    plan_document,
+    plan_rewrite,
+)
+
+# Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
+DELETE_FILE_PATH_FIELD_ID = 2147483546
+_DATA, _POSITION_DELETES = 0, 1
+
+
+class EqualityDeletesNotSupported(Exception):
+    """The table has equality delete files, which PyIceberg's planner refuses too."""
+
+
+def _normalised_partition(entries) -> str:
+    """SQL for the partition struct with dates as epoch days and timestamps as epoch micros.
+
+    Those are Iceberg's internal values, which PyIceberg hands out and the planner keeps in JSON.
+    """
+    from pyspark.sql.types import DateType, TimestampNTZType, TimestampType
+
+    data_file = entries.schema["data_file"].dataType
+    if "partition" not in data_file.fieldNames():
+        return "named_struct('_unpartitioned', CAST(NULL AS INT))"
+    parts = []
+    for field in data_file["partition"].dataType.fields:
+        column = f"data_file.partition.`{field.name}`"
+        if isinstance(field.dataType, DateType):
+            column = f"unix_date({column})"
+        elif isinstance(field.dataType, TimestampType):
+            column = f"unix_micros({column})"
+        elif isinstance(field.dataType, TimestampNTZType):
+            raise ValueError(f"Partition field {field.name!r} is a timestamp without time zone: plan with engine='pyiceberg'.")
+        parts.append(f"'{field.name}', {column}")
+    return f"named_struct({', '.join(parts)})"
+
+
+def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: list[str], inclusive: str | None):
+    """Live, non-empty entries of the snapshot with what planning needs, each with its scan order."""
+    entries = spark.read.option("snapshot-id", snapshot_id).table(f"{catalog}.{table}.entries")
+    rows = entries.where("status != 2 AND data_file.record_count != 0").selectExpr(
+        "data_file.content AS content",
+        "data_file.file_path AS path",
+        "data_file.spec_id AS spec_id",
+        f"{_normalised_partition(entries)} AS part",
+        "data_file.record_count AS record_count",
+        "data_file.file_size_in_bytes AS size",
+        "coalesce(sequence_number, 0) AS seq",
+        f"CAST(data_file.lower_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS lower",
+        f"CAST(data_file.upper_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS upper",
+        "data_file.referenced_data_file AS referenced",
+        "input_file_name() AS manifest",
+        "monotonically_increasing_id() AS row_id",  # increases within a manifest: one task reads it whole
+    )
+    if inclusive:
+        rows = rows.where(inclusive)
+    order = spark.createDataFrame(list(enumerate(manifests)), "manifest_index INT, manifest STRING")
+    return rows.join(order.hint("broadcast"), "manifest")
+
+
+def _deletes_per_data_file(rows):
+    """Per data file path: the position delete files that apply, and their file-scoped row count."""
+    from pyspark.sql import functions as F
+
+    data = rows.where(f"content = {_DATA}").select("path", "spec_id", F.to_json("part").alias("pkey"), "seq")
+    deletes = rows.where(f"content = {_POSITION_DELETES}").selectExpr(
+        "path AS d_path", "spec_id AS d_spec", "to_json(part) AS d_pkey", "seq AS d_seq", "lower", "upper",
+        # Counted towards delete-ratio-threshold only when scoped to one file (planning._is_file_scoped).
+        "CASE WHEN referenced IS NOT NULL OR (lower IS NOT NULL AND lower = upper) THEN record_count ELSE 0 END AS d_rows",
+        "(lower IS NOT NULL AND upper IS NOT NULL AND lower = upper AND length(lower) > 0) AS by_path",
+    )
+    by_path = data.join(deletes.where("by_path"), (F.col("path") == F.col("lower")) & (F.col("d_seq") >= F.col("seq")))
+    in_partition = data.join(
+        deletes.where("NOT by_path"),
+        (F.col("spec_id") == F.col("d_spec"))
+        & (F.col("pkey") == F.col("d_pkey"))
+        & (F.col("d_seq") >= F.col("seq"))
+        & (F.col("lower").isNull() | F.col("upper").isNull() | F.col("path").between(F.col("lower"), F.col("upper"))),
+    )
+    matches = by_path.unionByName(in_partition).select("path", "d_path", "d_rows")
+    return matches.groupBy("path").agg(
+        F.sort_array(F.collect_list("d_path")).alias("delete_paths"), F.sum("d_rows").alias("delete_rows")
+    )
+
+
+def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptions, include_files: bool,
+                current_spec_id: int, current_fields: list[str]):
+    """Plan the files of one distribution group (on an executor); only summaries leave it.
+
+    A group holds whole planning partitions (one partition of the current spec, or every file
+    of the other specs), its files in scan order; :func:`planning.plan_rewrite` does the exact
+    grouping and bin packing inside it, with no budget (the driver applies it over all groups).
+    """
+    files, unaligned = [], 0
+    for f in row["files"]:
+        spec_id = int(f["spec_id"])
+        files.append(DataFileInfo(
+            path=f["path"],
+            spec_id=spec_id,
+            partition={name: _json_value(f["part"][name]) for name in spec_fields[spec_id]},
+            size_bytes=int(f["size"]),
+            record_count=int(f["record_count"]),
+            delete_file_paths=tuple(f["delete_paths"] or ()),
+            delete_record_count=int(f["delete_rows"] or 0),
+        ))
+        unaligned += 0 if f["aligned"] else 1
+    plan = plan_rewrite(files, options, current_spec_id=current_spec_id, current_partition_fields=current_fields)
+    groups = [(partition_order(g.spec_id, g.partition), g.to_dict(include_files=include_files), sorted(g.delete_file_paths))
+              for g in plan.groups]
+    return groups, unaligned
+
+
+def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
+    from pyspark.sql import functions as F
+
+    table_name = args["table"]
+    snapshot_id = int(args["snapshot_id"])
+    options = RewriteOptions.from_iceberg_options(
+        args["options"], max_files=args.get("max_files"), max_bytes=args.get("max_bytes")
+    )
+    options.validate()
+    include_files = bool(args.get("include_files"))
+    predicates = args.get("predicates") or {}
+
+    jtable = iceberg.load_table(spark, catalog, table_name)
+    snapshot = jtable.snapshot(snapshot_id)
+    if snapshot is None:
+        raise ValueError(f"Snapshot {snapshot_id} is not part of the history of table {table_name}.")
+    summary = iceberg.summary(snapshot)
+    if int(summary.get("total-equality-deletes", "0")) > 0:
+        raise EqualityDeletesNotSupported(
+            f"{table_name} has equality delete files at snapshot {snapshot_id}; the planner does not support "
+            "them (neither does PyIceberg). Rewrite the table without planning (rewrite_data_files)."
+        )
+    manifests = [str(m.path()) for m in snapshot.allManifests(jtable.io())]
+    spec_fields = {int(k): [str(f.name()) for f in spec.fields()] for k, spec in dict(jtable.specs()).items()}
+    current_spec_id = int(jtable.spec().specId())
+
+    rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, predicates.get("inclusive"))
+    data = rows.where(f"content = {_DATA}").selectExpr("*", f"({predicates.get('strict') or 'true'}) AS aligned")
+    if summary.get("total-delete-files", "1") != "0":  # the join costs a shuffle: skip it when there is nothing to join
+        data = data.join(_deletes_per_data_file(rows), "path", "left")
+    else:
+        data = data.selectExpr("*", "CAST(NULL AS ARRAY<STRING>) AS delete_paths", "CAST(NULL AS BIGINT) AS delete_rows")
+    # Distribution key: a partition of the current spec, or NULL for all files of other specs
+    # (Iceberg lumps those together). Sorting the structs by (manifest, row) restores scan order.
+    grouped = data.groupBy(F.expr(f"IF(spec_id = {current_spec_id}, to_json(part), NULL)")).agg(
+        F.sort_array(F.collect_list(F.struct(
+            "manifest_index", "row_id", "path", "spec_id", "part", "size", "record_count", "delete_paths",
+            "delete_rows", "aligned"))).alias("files"))
+    planned = grouped.rdd.map(partial(
+        _plan_group, spec_fields=spec_fields, options=replace(options, max_files=None, max_bytes=None),
+        include_files=include_files, current_spec_id=current_spec_id, current_fields=spec_fields[current_spec_id],
+    )).collect()
+    unaligned = sum(count for _, count in planned)
+    if unaligned:
+        return {"table": table_name, "snapshot_id": snapshot_id, "unaligned_files": unaligned}
+
+    # Stable sort: bins of one partition keep their packing order, as in plan_rewrite.
+    groups = sorted((group for partition_groups, _ in planned for group in partition_groups), key=lambda g: g[0])
+    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g[1]["files"], g[1]["bytes"]))
+    delete_paths = {path for _, _, paths in taken for path in paths}
+    return plan_document(
+        table=table_name,
+        snapshot_id=snapshot_id,
+        options=options,
+        groups=[group for _, group, _ in taken],
+        delete_file_count=len(delete_paths),
+        skipped_by_budget=skipped,
+    )

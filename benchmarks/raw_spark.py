@@ -1,0 +1,56 @@
+"""The baselines: plain PySpark applications, submitted with a plain spark-submit (no provider code).
+
+``raw_spark.py procedure OPTIONS_JSON TABLE...``: ``CALL system.rewrite_data_files`` on each table.
+``raw_spark.py copy OUT_DIR N PATH...``: read Parquet files, write them again as N files.
+``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
+Each prints one JSON line with the seconds spent inside the application (after session start).
+"""
+
+import json
+import statistics
+import sys
+import time
+
+from pyspark.sql import SparkSession
+
+
+def main(argv):
+    mode = argv[1]
+    spark = SparkSession.builder.appName(f"raw-{mode}").getOrCreate()
+    spark.sparkContext.setLogLevel("WARN")
+    catalog = spark.conf.get("spark.bench.catalog", "lake")
+    out = {"mode": mode}
+    started = time.perf_counter()
+    if mode == "procedure":
+        options = json.loads(argv[2])
+        pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+        rows = []
+        for table in argv[3:]:
+            row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map({pairs}))").first()
+            rows.append(row.asDict())
+        out["results"] = rows
+    elif mode == "copy":
+        target, files, paths = argv[2], int(argv[3]), argv[4:]
+        # coalesce, not repartition: no shuffle, like a binpack rewrite.
+        spark.read.parquet(*paths).coalesce(files).write.mode("overwrite").parquet(target)
+    elif mode == "scan":
+        repeat, tables = int(argv[2]), argv[3:]
+        timings = {}
+        for table in tables:
+            for query in ("count", "aggregate"):
+                sql = (f"SELECT count(*) FROM {catalog}.{table}" if query == "count" else
+                       f"SELECT part, sum(amount), count(*) FROM {catalog}.{table} WHERE amount > 50 GROUP BY part")
+                seconds = []
+                for _ in range(repeat):
+                    t0 = time.perf_counter()
+                    spark.sql(sql).collect()
+                    seconds.append(time.perf_counter() - t0)
+                timings[f"{table}:{query}"] = {"first": seconds[0], "median_warm": statistics.median(seconds[1:] or seconds)}
+        out["timings"] = timings
+    out["seconds"] = time.perf_counter() - started
+    spark.stop()
+    print(json.dumps(out, default=str))
+
+
+if __name__ == "__main__":
+    main(sys.argv)
