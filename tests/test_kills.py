@@ -188,7 +188,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     assert table_fingerprint(table) == fingerprint
 
     hits = [k for k in KILLS if k["at"][0].isdigit()]
-    assert len(hits) >= 12, KILLS
+    assert len(hits) >= 10, KILLS  # 13-15 seen; a late moment may find the run already finished
     write_report(REPO / "docs" / "kills.md", hits, len(leftovers), fingerprint[0])
 
 
