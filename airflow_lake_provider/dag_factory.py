@@ -85,6 +85,53 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
     }
 
 
+def maintenance_chain(
+    *,
+    lake_conn_id: str = "lake_default",
+    spark_conn_id: str = "spark_default",
+    cleanup_trigger_rule: str = "none_failed",
+) -> tuple[IcebergRewritePlanOperator, IcebergRewriteDataFilesOperator, IcebergExpireSnapshotsOperator,
+           IcebergCleanPolicyOperator]:
+    """``plan >> rewrite >> expire >> clean`` in the DAG being defined, set from its params form.
+
+    Snapshot IDs flow through XCom: the rewrite checks the plan's snapshot is still in the
+    lineage, expiry and clean never remove what the rewrite (and expiry) produced. Expiry and
+    clean run after a skipped rewrite (nothing to compact) under ``cleanup_trigger_rule``.
+    Returns the four tasks, for DAGs that put something in front of them.
+    """
+    common = {"table": "{{ params.table }}", "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id}
+    plan = IcebergRewritePlanOperator(
+        task_id="plan", **common,
+        target_file_size_bytes="{{ params.target_file_size_bytes }}",
+        min_input_files="{{ params.min_input_files }}",
+        partition_filter="{{ params.partition_filter }}",
+    )
+    rewrite = IcebergRewriteDataFilesOperator(
+        task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
+        sort_order="{{ params.sort_order }}", zorder_columns="{{ params.zorder_columns }}",
+        rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
+    )
+    expire = IcebergExpireSnapshotsOperator(
+        task_id="expire", **common,
+        older_than="{{ params.expire_older_than_hours }}h",
+        retain_last="{{ params.retain_last }}",
+        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
+        dry_run="{{ params.dry_run }}",
+        trigger_rule=cleanup_trigger_rule,
+    )
+    clean = IcebergCleanPolicyOperator(
+        task_id="clean", **common,
+        policy="{{ params.clean_policy }}",
+        retained="{{ params.clean_retained }}",
+        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
+        orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
+        dry_run="{{ params.dry_run }}",
+        trigger_rule=cleanup_trigger_rule,
+    )
+    plan >> rewrite >> expire >> clean
+    return plan, rewrite, expire, clean
+
+
 def build_maintenance_dag(
     dag_id: str,
     *,
@@ -95,7 +142,6 @@ def build_maintenance_dag(
     **dag_kwargs: Any,
 ) -> DAG:
     """The four steps as separate tasks, snapshot IDs flowing through XCom."""
-    common = {"table": "{{ params.table }}", "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id}
     with DAG(
         dag_id=dag_id,
         schedule=schedule,
@@ -107,33 +153,5 @@ def build_maintenance_dag(
         params=maintenance_params(table_default),
         **dag_kwargs,
     ) as dag:
-        plan = IcebergRewritePlanOperator(
-            task_id="plan", **common,
-            target_file_size_bytes="{{ params.target_file_size_bytes }}",
-            min_input_files="{{ params.min_input_files }}",
-            partition_filter="{{ params.partition_filter }}",
-        )
-        rewrite = IcebergRewriteDataFilesOperator(
-            task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
-            sort_order="{{ params.sort_order }}", zorder_columns="{{ params.zorder_columns }}",
-            rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
-        )
-        expire = IcebergExpireSnapshotsOperator(
-            task_id="expire", **common,
-            older_than="{{ params.expire_older_than_hours }}h",
-            retain_last="{{ params.retain_last }}",
-            protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
-            dry_run="{{ params.dry_run }}",
-            trigger_rule="none_failed",
-        )
-        clean = IcebergCleanPolicyOperator(
-            task_id="clean", **common,
-            policy="{{ params.clean_policy }}",
-            retained="{{ params.clean_retained }}",
-            protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
-            orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
-            dry_run="{{ params.dry_run }}",
-            trigger_rule="none_failed",
-        )
-        plan >> rewrite >> expire >> clean
+        maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
     return dag

@@ -24,11 +24,7 @@ import datetime as dt
 import pendulum
 from airflow.sdk import DAG, Param
 
-from airflow_lake_provider.dag_factory import maintenance_params
-from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
-from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
-from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from airflow_lake_provider.dag_factory import maintenance_chain, maintenance_params
 from airflow_lake_provider.sensors.health import IcebergTableHealthSensor
 
 WAIT = dt.timedelta(hours=6)
@@ -76,41 +72,8 @@ with DAG(
         timeout=WAIT,
         soft_fail=True,  # a table that stayed healthy is not a failure: the run ends skipped
     )
-    plan = IcebergRewritePlanOperator(
-        task_id="plan",
-        table="{{ params.table }}",
-        target_file_size_bytes="{{ params.target_file_size_bytes }}",
-        min_input_files="{{ params.min_input_files }}",
-        partition_filter="{{ params.partition_filter }}",
-    )
-    rewrite = IcebergRewriteDataFilesOperator(
-        task_id="rewrite",
-        table="{{ params.table }}",
-        plan=plan.output,
-        strategy="{{ params.strategy }}",
-        rewrite_position_deletes=True,
-        dry_run="{{ params.dry_run }}",
-    )
-    expire = IcebergExpireSnapshotsOperator(
-        task_id="expire",
-        table="{{ params.table }}",
-        older_than="{{ params.expire_older_than_hours }}h",
-        retain_last="{{ params.retain_last }}",
-        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
-        dry_run="{{ params.dry_run }}",
-        trigger_rule="none_failed_min_one_success",
-    )
-    clean = IcebergCleanPolicyOperator(
-        task_id="clean",
-        table="{{ params.table }}",
-        policy="{{ params.clean_policy }}",
-        retained="{{ params.clean_retained }}",
-        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
-        orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
-        dry_run="{{ params.dry_run }}",
-        trigger_rule="none_failed_min_one_success",
-    )
-    wait_for_health >> plan >> rewrite >> expire >> clean
-    # Direct edges too: a skipped rewrite (nothing to compact) still lets expiry and clean run when
-    # the sensor fired, and a skipped sensor (healthy table) skips them.
-    wait_for_health >> [expire, clean]
+    # Expiry and clean also run when the sensor fired but the plan found nothing to compact (a
+    # long snapshot history alone can be the reason), and are skipped with a skipped sensor.
+    plan, rewrite, expire, clean = maintenance_chain(cleanup_trigger_rule="none_failed_min_one_success")
+    wait_for_health >> plan
+    wait_for_health >> [expire, clean]  # direct edges: what makes the trigger rule above see the sensor
