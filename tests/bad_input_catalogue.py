@@ -21,7 +21,8 @@ def record(surface: str, given: str, error: BaseException | str, *, table_checke
 
 def _cell(text: str, limit: int = 260) -> str:
     text = re.sub(r"\bt_[0-9a-f]{10}\b", "ns", " ".join(text.split()))
-    text = re.sub(r"/tmp/[^\s'\",)]*", "<tmp>", text)
+    text = re.sub(r"/tmp/[^\s'\",)]*", "{tmp}", text)
+    text = re.sub(r"\b\d{15,20}\b", "{snapshot-id}", text)  # IDs of this run's tables
     text = text if len(text) <= limit else text[: limit - 3] + "..."
     return text.replace("|", "\\|")
 

@@ -373,9 +373,9 @@ def concurrency_doc():
 
 def _plain(text: str) -> str:
     """A cell's text without file paths (they differ per run and per backend)."""
-    text = re.sub(r"GenericDataFile\{[^;)]*", "<data file>", text)
-    text = re.sub(r"\bm_[0-9a-f]{10}\.", "<namespace>.", text)
-    return re.sub(r"file:/[^\s,;)}]*", "<path>", text).replace("|", "/")
+    text = re.sub(r"GenericDataFile\{[^;)]*", "{data-file}", text)
+    text = re.sub(r"\bm_[0-9a-f]{10}\.", "{namespace}.", text)
+    return re.sub(r"file:/[^\s,;)}]*", "{path}", text).replace("|", "/")
 
 
 def write_doc(cells: list[dict], path: Path) -> None:
