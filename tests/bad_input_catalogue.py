@@ -28,7 +28,7 @@ def _cell(text: str, limit: int = 260) -> str:
 
 
 def write_catalogue(path: Path) -> None:
-    rows = sorted({(r["surface"], r["input"]): r for r in RECORDED}.values(), key=lambda r: (r["surface"], r["input"]))
+    rows = sorted({(r["surface"], r["input"]): r for r in RECORDED}.values(), key=lambda r: (r["surface"], _cell(r["input"])))
     checked = sum(1 for r in rows if r["table_checked"])
     lines = [
         "# Bad input catalogue",
