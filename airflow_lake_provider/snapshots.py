@@ -47,21 +47,21 @@ def commits_tagged(table, properties: dict[str, str], *, after: int | None = Non
     return list(reversed(found))
 
 
+def summary_int(snapshot, key: str) -> int:
+    """A count from a snapshot's summary (``total-data-files``, ``added-data-files``...); 0 when absent."""
+    summary = snapshot.summary if snapshot is not None else None
+    return int((summary.get(key) if summary is not None else None) or 0)
+
+
 def table_state(table) -> dict[str, Any]:
     """Headline figures of the current snapshot, from its summary totals (no manifest is read)."""
     current = table.current_snapshot()
-    summary = current.summary if current is not None else None
-
-    def total(key: str) -> int:
-        value = summary.get(key) if summary is not None else None
-        return int(value) if value not in (None, "") else 0
-
     return {
         "snapshot_id": current.snapshot_id if current is not None else None,
-        "data_files": total("total-data-files"),
-        "delete_files": total("total-delete-files"),
-        "bytes": total("total-files-size"),
-        "records": total("total-records"),
+        "data_files": summary_int(current, "total-data-files"),
+        "delete_files": summary_int(current, "total-delete-files"),
+        "bytes": summary_int(current, "total-files-size"),
+        "records": summary_int(current, "total-records"),
         "snapshots": len(table.snapshots()),
     }
 

@@ -13,6 +13,7 @@ from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.partition_sql import spark_partition_predicates
 from airflow_lake_provider.planning import RewriteOptions, parse_partition_filter, plan_table
 from airflow_lake_provider.scoping import combine_filters, interval_filter, partition_fields_of
+from airflow_lake_provider.snapshots import summary_int
 
 SCOPES = ("auto", "interval", "table")
 ENGINES = ("auto", "pyiceberg", "spark")
@@ -164,8 +165,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             return "pyiceberg"  # nothing to read: no reason to start a JVM
         if self.engine != "auto":
             return self.engine
-        summary = snapshot.summary.additional_properties if snapshot.summary else {}
-        data_files = int(summary.get("total-data-files", 0))
+        data_files = summary_int(snapshot, "total-data-files")
         manifests = len(snapshot.manifests(table.io))  # the manifest list only: one small read
         engine = choose_engine("auto", data_files=data_files, manifests=manifests)
         self.log.info("engine=auto: %s data files, %s manifests -> %s.", data_files, manifests, engine)

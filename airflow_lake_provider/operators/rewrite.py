@@ -9,13 +9,9 @@ from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs.rewrite import parse_sort_order
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 from airflow_lake_provider.planning import RewriteOptions
-from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, table_state
+from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, summary_int, table_state
 
 STRATEGIES = ("binpack", "sort", "zorder")
-
-
-def _summary_int(snapshot, key: str) -> int:
-    return int((snapshot.summary.get(key) if snapshot.summary else None) or 0)
 
 
 class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
@@ -281,11 +277,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         return self._result(
             name, before, commits, commits[-1],
             {
-                "rewritten_data_files": sum(_summary_int(s, "deleted-data-files") for s in replaces),
-                "added_data_files": sum(_summary_int(s, "added-data-files") for s in replaces),
-                "rewritten_bytes": sum(_summary_int(s, "removed-files-size") for s in replaces
-                                       if _summary_int(s, "deleted-data-files")),
-                "removed_delete_files": sum(_summary_int(s, "removed-delete-files") - _summary_int(s, "added-delete-files")
+                "rewritten_data_files": sum(summary_int(s, "deleted-data-files") for s in replaces),
+                "added_data_files": sum(summary_int(s, "added-data-files") for s in replaces),
+                "rewritten_bytes": sum(summary_int(s, "removed-files-size") for s in replaces
+                                       if summary_int(s, "deleted-data-files")),
+                "removed_delete_files": sum(summary_int(s, "removed-delete-files") - summary_int(s, "added-delete-files")
                                             for s in replaces),
                 "planned_snapshot_id": planned,
                 "recovered_from_earlier_try": True,
