@@ -136,11 +136,8 @@ class LakeSparkJobHook(BaseHook):
     @property
     def history_server_url(self) -> str | None:
         """The Spark connection's ``history_server_url`` extra, where finished applications are browsed."""
-        try:
-            extra = self.get_connection(self.spark_conn_id).extra_dejson
-        except AirflowNotFoundException:
-            return None
-        url = str(extra.get("history_server_url") or "").strip()
+        conn = self._spark_connection()
+        url = str(conn.extra_dejson.get("history_server_url") or "").strip() if conn is not None else ""
         return url.rstrip("/") or None
 
     def application_url(self) -> str | None:
@@ -149,12 +146,12 @@ class LakeSparkJobHook(BaseHook):
         return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
     # -- what gets submitted ----------------------------------------------------------------
-    def _spark_connection_exists(self) -> bool:
+    def _spark_connection(self):
+        """The apache-spark connection, or ``None`` when it does not exist (then: ``local[*]``)."""
         try:
-            self.get_connection(self.spark_conn_id)
+            return self.get_connection(self.spark_conn_id)
         except AirflowNotFoundException:
-            return False
-        return True
+            return None
 
     def _launch_conf(self, is_local: bool, work_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
         """Split the configuration into what goes on the command line and what goes in the spec."""
@@ -200,7 +197,7 @@ class LakeSparkJobHook(BaseHook):
 
         work_dir = Path(tempfile.mkdtemp(prefix="lake-job-"))  # mode 0700
         try:
-            spark_conn_exists = self._spark_connection_exists()
+            spark_conn_exists = self._spark_connection() is not None
             fallback = None if spark_conn_exists else DEFAULT_LOCAL_MASTER
             self._submit_hook = None
             cluster_mode = self.deploy_mode == "cluster"
