@@ -120,9 +120,13 @@ class LakeMaintenanceOperator(BaseOperator):
         """The PyIceberg table (validates the name first; no JVM)."""
         return self.lake_hook.load_table(self.table_identifier)
 
-    def log_summary(self, before: dict[str, Any], done: str) -> None:
-        """End the task's log with one human line: what was done, and the table before -> after."""
-        after = table_state(self.load_table())
+    def log_summary(self, before: dict[str, Any], done: str, *, changed: bool = True) -> None:
+        """End the task's log with one human line: what was done, and the table before -> after.
+
+        ``changed=False`` (a dry run, nothing to do) reports ``before`` as it is, without reading
+        the table again.
+        """
+        after = table_state(self.load_table()) if changed else before
         self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
 
     def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:

@@ -97,7 +97,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                 "planned_removals": list(decision.expire_ids), "orphan_older_than_ms": cutoff}
         if not decision.expire_ids and cutoff is None:
             self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", self.policy, name)
-            self.log_summary(before, "nothing to clean")
+            self.log_summary(before, "nothing to clean", changed=False)
             return {**base, "dry_run": bool(self.dry_run), "expired_snapshot_ids": [], "deleted_files": {},
                     "orphan_files": [], "orphan_file_count": 0, "snapshot_id_after": base["snapshot_id"]}
         result = self.run_job(

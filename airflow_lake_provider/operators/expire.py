@@ -73,7 +73,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
             self.log.info("%s %d snapshots of %s: %s", "Would expire" if self.dry_run else "Nothing to expire;",
                           len(decision.expire_ids), name, list(decision.expire_ids))
             self.log_summary(before, f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run
-                             else "nothing to expire")
+                             else "nothing to expire", changed=False)
             return {**base, "expired_snapshot_ids": [],
                     "would_expire_snapshot_ids": list(decision.expire_ids), "deleted_files": {},
                     "snapshot_id_after": base["snapshot_id"]}

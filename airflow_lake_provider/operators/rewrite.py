@@ -190,7 +190,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         if self.dry_run or (plan is not None and not plan["groups"]):
             self.log.info("Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite.")
             current = table.current_snapshot()
-            self.log_summary(before, "dry run, nothing rewritten" if self.dry_run else "nothing to rewrite")
+            self.log_summary(before, "dry run, nothing rewritten" if self.dry_run else "nothing to rewrite",
+                             changed=False)
             return self._result(name, current, [], current, {"dry_run": bool(self.dry_run), "options": options})
 
         tags = run_properties(context)
@@ -199,7 +200,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             self.log.info("Found this task's own commits from an earlier try (%s): not rewriting again.",
                           [s.snapshot_id for s in earlier])
             recovered = self._recovered(name, table, planned_snapshot, earlier)
-            self.log_summary(before, f"an earlier try already committed {recovered['committed_snapshot_ids']}")
+            self.log_summary(before, f"an earlier try already committed {recovered['committed_snapshot_ids']}",
+                             changed=False)
             return recovered
 
         partitions = None
