@@ -7,7 +7,10 @@ import hashlib
 
 def table_fingerprint(table) -> tuple[int, str]:
     """Row count and a checksum of every visible row (order-independent), read through PyIceberg."""
-    rows = table.scan().to_arrow().sort_by("event_id").to_pylist()
+    return _fingerprint(table.scan().to_arrow().sort_by("event_id").to_pylist())
+
+
+def _fingerprint(rows: list[dict]) -> tuple[int, str]:
     digest = hashlib.sha256()
     for row in rows:
         digest.update(repr(sorted(row.items())).encode())
@@ -48,3 +51,13 @@ class FakeTaskInstance:
 
     def xcom_push(self, key: str, value: object) -> None:
         self.pushed[key] = value
+
+
+def spark_fingerprint(spark, table_name: str, *, snapshot_id: int | None = None, catalog: str = "lake") -> tuple[int, str]:
+    """Row count and checksum of every visible row read by Spark (Iceberg's Java reader, which
+    applies equality deletes too), comparable with :func:`table_fingerprint`."""
+    reader = spark.read.format("iceberg")
+    if snapshot_id is not None:
+        reader = reader.option("snapshot-id", str(snapshot_id))
+    return _fingerprint(sorted((row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()),
+                               key=lambda row: row["event_id"]))

@@ -20,48 +20,26 @@ property unique to this run, so another writer's snapshot is never reported as i
 from __future__ import annotations
 
 import re
-import time
 import uuid
 from typing import Any
 
 from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
 
 _ORDER_TERM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$", re.I)
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
 
 REWRITE_ID_PROPERTY = "lake.rewrite-id"
-_CONFLICTS = {
-    "org.apache.iceberg.exceptions.ValidationException": "validation",
-    "org.apache.iceberg.exceptions.CommitFailedException": "commit",
-}
 _DROPPED = "commit dropped (conflict with a concurrent commit)"
-MAX_BACKOFF_SECONDS = 30.0
 
 
 class PlannedSnapshotGone(Exception):
     """The planned snapshot is no longer the current snapshot or one of its ancestors."""
 
 
-class RewriteConflict(Exception):
+class RewriteConflict(CommitConflict):
     """Every attempt of the rewrite conflicted with another writer's commit."""
-
-
-def conflict_reason(error: BaseException) -> str | None:
-    """Iceberg's own words when ``error`` is a commit conflict (anywhere in the Java cause chain)."""
-    java = getattr(error, "java_exception", None)
-    seen = 0
-    while java is not None and seen < 20:
-        name = str(java.getClass().getName())
-        message = str(java.getMessage() or "")
-        if name in _CONFLICTS:
-            return f"{name.rsplit('.', 1)[-1]}: {message}"
-        if "partial-progress.max-failed-commits" in message:
-            return message
-        cause = java.getCause()
-        java = cause if cause is not None and cause != java else None
-        seen += 1
-    return None
 
 
 def _partition_expression(spark, jtable, partitions: list[dict[str, Any]]):
@@ -248,35 +226,9 @@ def _conflict_message(table_name: str, attempts: list[dict[str, Any]], committed
     )
 
 
-def _retrying(stage, *, label: str, jtable, attempts: list[dict[str, Any]], max_attempts: int, backoff: float,
-              give_up):
-    """Run ``stage()`` until it finishes, at most ``max_attempts`` times, waiting (doubling, bounded) between.
-
-    ``stage`` returns ``(value, outcome, unfinished)``: ``unfinished`` names work Iceberg dropped
-    (tried again). A commit conflict raised by Iceberg is tried again too; after the last attempt
-    it becomes :class:`RewriteConflict` with ``give_up()``'s message. Other errors propagate.
-    """
-    for attempt in range(1, max_attempts + 1):
-        if attempt > 1:
-            time.sleep(min(backoff * 2 ** (attempt - 2), MAX_BACKOFF_SECONDS))
-            jtable.refresh()  # plan again from the current snapshot
-        start = jtable.currentSnapshot()
-        record = {"stage": label, "attempt": attempt,
-                  "starting_snapshot_id": int(start.snapshotId()) if start is not None else None}
-        try:
-            value, outcome, unfinished = stage()
-        except Exception as error:  # noqa: BLE001 - only conflicts are retried, the rest re-raised
-            reason = conflict_reason(error)
-            if reason is None:
-                raise
-            attempts.append({**record, "outcome": "conflict", "detail": reason})
-            if attempt == max_attempts:
-                raise RewriteConflict(give_up()) from None
-            continue
-        attempts.append({**record, "outcome": outcome, "detail": unfinished or ""})
-        if not unfinished or attempt == max_attempts:
-            return value
-    raise AssertionError("unreachable")
+def _retrying(stage, **retry):
+    """:func:`commit_retry.retrying`, giving up with :class:`RewriteConflict`."""
+    return retrying(stage, error=RewriteConflict, **retry)
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
