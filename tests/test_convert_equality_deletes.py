@@ -91,3 +91,52 @@ def test_a_table_without_equality_deletes_is_left_alone(spark, lake_hook, namesp
     result = convert_job.run(spark, "lake", {"table": name})
     assert result["committed_snapshot_ids"] == [] and result["converted_equality_delete_files"] == 0
     assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot
+
+
+# -- racing another writer: the commit validates, the retry converts the new snapshot ------------
+COMPACTION = "CALL lake.system.rewrite_data_files(table => '{name}', options => map('min-input-files', '2'))"
+
+
+@pytest.mark.parametrize(
+    ("format_version", "writer", "outcomes"),
+    [
+        # A row of an affected data file deleted: the commit fails validation, the retry converts.
+        ("2", "DELETE FROM lake.{name} WHERE event_id = 5", ["conflict", "committed"]),
+        ("3", "DELETE FROM lake.{name} WHERE event_id = 5", ["conflict", "committed"]),  # a DV it replaces
+        # The affected data files compacted (applying every delete, and dropping the equality deletes
+        # it made dangling): the commit fails validation and the retry finds nothing left to convert.
+        ("2", COMPACTION, ["conflict", "nothing to convert"]),
+        # An append touches no affected file: the conversion commits on top of it at the first attempt.
+        ("2", "INSERT INTO lake.{name} VALUES (900, DATE '2026-01-01', 'a', 1.0, 'appended meanwhile')", ["committed"]),
+    ],
+    ids=["delete-v2", "delete-v3", "compaction-v2", "append-v2"],
+)
+def test_a_writer_committing_mid_conversion(spark, lake_hook, namespace, monkeypatch, format_version, writer, outcomes):
+    name = f"{namespace}.events"
+    _flink_style_table(spark, lake_hook, name, format_version)
+    written: list[int] = []
+    commit = convert_job.commit_conversion
+
+    def another_writer_commits_first(*args, **kwargs):
+        if not written:  # between the conversion's read of the table and its commit
+            spark.sql(writer.format(name=name))
+            written.append(lake_hook.load_table(name).current_snapshot().snapshot_id)
+        return commit(*args, **kwargs)
+
+    monkeypatch.setattr(convert_job, "commit_conversion", another_writer_commits_first)
+    result = convert_job.run(spark, "lake", {"table": name, "retry_backoff_seconds": 0})
+
+    assert [a["outcome"] for a in result["attempts"]] == outcomes
+    if outcomes[0] == "conflict":
+        assert "ValidationException" in result["attempts"][0]["detail"]
+        assert result["attempts"][1]["starting_snapshot_id"] == written[0]  # planned again on the writer's snapshot
+    table = lake_hook.load_table(name)
+    committed = outcomes[-1] == "committed"
+    assert result["committed_snapshot_ids"] == ([table.current_snapshot().snapshot_id] if committed else [])
+    # The rows are exactly what the other writer committed, and no equality delete is left.
+    expected = spark_fingerprint(spark, name, snapshot_id=written[0])
+    assert spark_fingerprint(spark, name) == expected
+    assert table_fingerprint(table) == expected
+    assert live_files(table)["EQUALITY_DELETES"] == 0
+    if format_version == "3":
+        assert set(_delete_files_per_data_file(spark, name).values()) == {1}  # never two DVs for a file
