@@ -7,12 +7,16 @@ happens when another writer commits in the middle of the conversion.
 
 from __future__ import annotations
 
+import json
+
 import pytest
 
 from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError, LakeTableNotFound
 from airflow_lake_provider.jobs import convert_equality_deletes as convert_job
+from airflow_lake_provider.operators.convert_equality_deletes import IcebergConvertEqualityDeletesOperator
 from equality_deletes import commit_equality_deletes
-from lake_checks import live_files, spark_fingerprint, table_fingerprint
+from lake_checks import FakeTaskInstance, live_files, spark_fingerprint, table_fingerprint
 
 DAY1, DAY2 = "day=2026-01-01", "day=2026-01-02"
 
@@ -80,6 +84,11 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     assert result["committed_snapshot_ids"] == [result["snapshot_id_after"]] == [table.current_snapshot().snapshot_id]
     assert committed.parent_snapshot_id == result["snapshot_id_before"] == result["converted_snapshot_id"]
     assert committed.summary["airflow.run-id"] == "r1"
+    # The summary figures a retried task rebuilds its result from (operators/convert_equality_deletes.py).
+    added, replaced = ("added-dvs", "removed-dvs") if format_version == "3" else (
+        "added-position-delete-files", "removed-position-delete-files")
+    assert {k: committed.summary[k] for k in (added, replaced, "removed-equality-delete-files")} == {
+        added: "4", replaced: "2", "removed-equality-delete-files": "2"}
     assert result["verified"] == {"visible_rows_in_affected_files": 40 - 7, "after": 40 - 7}
 
 
@@ -140,3 +149,63 @@ def test_a_writer_committing_mid_conversion(spark, lake_hook, namespace, monkeyp
     assert live_files(table)["EQUALITY_DELETES"] == 0
     if format_version == "3":
         assert set(_delete_files_per_data_file(spark, name).values()) == {1}  # never two DVs for a file
+
+
+# -- the operator: XCom, a retried task, bad input -------------------------------------------
+@pytest.mark.spark_submit
+def test_operator_converts_in_spark_and_a_retried_task_finds_its_commit(spark, lake_hook, namespace):
+    name = f"{namespace}.events"
+    _flink_style_table(spark, lake_hook, name, "2")
+    rows_before = spark_fingerprint(spark, name)
+    seen = lake_hook.load_table(name).current_snapshot().snapshot_id
+    context = {"ti": FakeTaskInstance(task_id="convert", run_id="manual__convert")}
+
+    result = IcebergConvertEqualityDeletesOperator(task_id="convert", table=name, snapshot_id=seen).execute(context)
+
+    assert json.loads(json.dumps(result)) == result  # travels through XCom as it is
+    table = lake_hook.load_table(name)
+    assert result["snapshot_id_before"] == result["converted_snapshot_id"] == seen
+    assert result["committed_snapshot_ids"] == [result["snapshot_id_after"]] == [table.current_snapshot().snapshot_id]
+    committed = table.snapshot_by_id(result["snapshot_id_after"])
+    assert committed.parent_snapshot_id == seen
+    assert {k: committed.summary[k] for k in ("airflow.run-id", "airflow.task-id")} == {
+        "airflow.run-id": "manual__convert", "airflow.task-id": "convert"}
+    figures = {k: result[k] for k in ("converted_equality_delete_files", "added_position_delete_files",
+                                      "replaced_delete_files", "deleted_rows")}
+    assert figures == {"converted_equality_delete_files": 2, "added_position_delete_files": 4,
+                       "replaced_delete_files": 2, "deleted_rows": 7}
+    assert table_fingerprint(table) == rows_before
+    assert live_files(table) == {"DATA": 7, "POSITION_DELETES": 4, "EQUALITY_DELETES": 0}
+
+    # The same task tried again: it finds its commit in the table's history and starts no Spark.
+    retried = IcebergConvertEqualityDeletesOperator(task_id="convert", table=name, snapshot_id=seen)
+    again = retried.execute(context)
+    assert retried._job_hook is None
+    assert again["recovered_from_earlier_try"] is True
+    assert {k: again[k] for k in ("snapshot_id_before", "committed_snapshot_ids", "snapshot_id_after", *figures)} == {
+        k: result[k] for k in ("snapshot_id_before", "committed_snapshot_ids", "snapshot_id_after", *figures)}
+
+
+def test_operator_bad_input_and_nothing_to_do_start_no_spark(lake_hook, namespace, bad_input):
+    name = f"{namespace}.events"
+    create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
+    snapshot = lake_hook.load_table(name).current_snapshot().snapshot_id
+    context = {"ti": FakeTaskInstance(task_id="convert")}
+    for kwargs, error, message in [
+        ({"table": f"{namespace}.ghost"}, LakeTableNotFound, "does not exist in catalog 'lake'"),
+        ({"table": name, "max_commit_attempts": 0}, LakeConfigError, "max_commit_attempts must be a whole number"),
+        ({"table": name, "snapshot_id": 42}, LakeSnapshotError, "given snapshot 42 is not in the history"),
+    ]:
+        op = IcebergConvertEqualityDeletesOperator(task_id="convert", **kwargs)
+        with pytest.raises(error, match=message) as raised:
+            op.execute(context)
+        assert op._job_hook is None
+        bad_input(IcebergConvertEqualityDeletesOperator.__name__,
+                  ", ".join(f"{k}={v!r}" for k, v in kwargs.items() if v != name), raised.value, table_checked=True)
+
+    op = IcebergConvertEqualityDeletesOperator(task_id="convert", table=name)
+    result = op.execute(context)
+    assert op._job_hook is None
+    assert result["committed_snapshot_ids"] == [] and result["converted_equality_delete_files"] == 0
+    assert result["snapshot_id_before"] == result["snapshot_id_after"] == snapshot
+    assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot

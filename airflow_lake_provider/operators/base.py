@@ -63,6 +63,21 @@ def snapshot_ids_from(value: Any) -> list[int]:
     raise LakeConfigError(f"Cannot read snapshot IDs from a {type(value).__name__}.")
 
 
+def commit_retry_settings(max_commit_attempts: Any, commit_retry_backoff_seconds: Any) -> dict[str, Any]:
+    """The job args for retrying a conflicting commit, checked (templated values arrive as text)."""
+    attempts, backoff = max_commit_attempts, commit_retry_backoff_seconds
+    try:
+        attempts = int(attempts) if isinstance(attempts, str) else attempts
+        backoff = float(backoff) if isinstance(backoff, str) else backoff
+    except ValueError:
+        pass
+    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10:
+        raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to 10; got {attempts!r}.")
+    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 300:
+        raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to 300; got {backoff!r}.")
+    return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
+
+
 class LakeMaintenanceOperator(BaseOperator):
     """Base of the maintenance operators: catalog connection, Spark settings, the job hook.
 

@@ -7,7 +7,7 @@ from typing import Any
 
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs.rewrite import parse_sort_order
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator, commit_retry_settings, run_properties
 from airflow_lake_provider.planning import RewriteOptions
 from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, summary_int, table_state
 
@@ -164,17 +164,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         return options
 
     def retry_settings(self) -> dict[str, Any]:
-        attempts, backoff = self.max_commit_attempts, self.commit_retry_backoff_seconds
-        try:  # templated values arrive as text
-            attempts = int(attempts) if isinstance(attempts, str) else attempts
-            backoff = float(backoff) if isinstance(backoff, str) else backoff
-        except ValueError:
-            pass
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10:
-            raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to 10; got {attempts!r}.")
-        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 300:
-            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to 300; got {backoff!r}.")
-        return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
+        return commit_retry_settings(self.max_commit_attempts, self.commit_retry_backoff_seconds)
 
     # -- running ------------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:

@@ -1,0 +1,146 @@
+"""Convert equality deletes into position deletes (v2) or deletion vectors (v3) in Spark."""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
+from airflow_lake_provider.operators.base import (
+    LakeMaintenanceOperator,
+    commit_retry_settings,
+    run_properties,
+    snapshot_ids_from,
+)
+from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, summary_int, table_state
+
+# Snapshot summary totals (Iceberg's SnapshotSummary) that say whether a snapshot has equality deletes.
+TOTAL_EQUALITY_DELETES = "total-equality-deletes"
+
+
+class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
+    """Turn a table's equality deletes into position deletes (v2) or deletion vectors (v3).
+
+    Streaming upsert and CDC writers (Flink) delete rows by key: every reader then compares each
+    row with every deleted key, and PyIceberg cannot read such a table at all. This step finds,
+    in Spark, the positions those keys delete (with Iceberg's own delete semantics), writes one
+    file-scoped position delete file or deletion vector per affected data file, and swaps them for
+    the equality delete files in one commit. No data file is rewritten and no row changes; the job
+    counts the rows of the affected files again after its commit and fails loudly if they differ.
+
+    The commit is validated against the snapshot it converted: if another writer meanwhile
+    deleted rows from, or compacted, those data files, the commit is refused and the conversion
+    runs again on the new snapshot (``max_commit_attempts``); appends do not conflict. The commit
+    carries the run's snapshot properties (``airflow.dag-id``, ``airflow.run-id``...): a retried
+    task that finds its own commit returns it instead of converting twice. A table whose current
+    snapshot has no equality deletes starts no Spark application.
+
+    Returns ``{table, format_version, snapshot_id_before, converted_snapshot_id,
+    committed_snapshot_ids, snapshot_id_after, converted_equality_delete_files,
+    equality_delete_records, affected_data_files, added_position_delete_files (v2) or
+    added_deletion_vectors (v3), replaced_delete_files, deleted_rows, verified, attempts, dry_run}``.
+
+    :param snapshot_id: the snapshot an upstream task saw (an ID or its result, templated); the
+        step refuses to run if it is no longer the current snapshot or one of its ancestors.
+        The current snapshot, which holds every delete the given one did, is converted.
+    :param dry_run: plan the conversion in Spark and report its figures; write and commit nothing.
+    :param max_commit_attempts: attempts when the commit conflicts with another writer (1-10, default 3).
+    :param commit_retry_backoff_seconds: wait before the first retry, doubled for each further one.
+    """
+
+    template_fields: Sequence[str] = (
+        *LakeMaintenanceOperator.template_fields,
+        "snapshot_id", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
+    )
+
+    def __init__(
+        self,
+        *,
+        snapshot_id: Any = None,
+        dry_run: bool = False,
+        max_commit_attempts: int = 3,
+        commit_retry_backoff_seconds: float = 2.0,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.snapshot_id = snapshot_id
+        self.dry_run = dry_run
+        self.max_commit_attempts = max_commit_attempts
+        self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        retry = commit_retry_settings(self.max_commit_attempts, self.commit_retry_backoff_seconds)
+        table = self.load_table()
+        name = self.table_identifier.dotted
+        given = snapshot_ids_from(self.snapshot_id)
+        for snapshot_id in given[-1:]:  # a step result names its last snapshot last
+            require_in_lineage(table, snapshot_id, table_name=name, role="given")
+        before = table_state(table)
+        current = table.current_snapshot()
+        version = int(table.metadata.format_version)
+
+        tags = run_properties(context)
+        earlier = [s for s in commits_tagged(table, tags, after=given[-1] if given else None)
+                   if CONVERT_ID_PROPERTY in (s.summary or {})]
+        if earlier and not self.dry_run:
+            self.log.info("Found this task's own commit from an earlier try (%s): not converting again.",
+                          [s.snapshot_id for s in earlier])
+            self.log_summary(before, f"an earlier try already committed {[s.snapshot_id for s in earlier]}",
+                             changed=False)
+            return self._recovered(name, table, version, earlier)
+
+        if current is None or (current.summary is not None and TOTAL_EQUALITY_DELETES in current.summary
+                               and summary_int(current, TOTAL_EQUALITY_DELETES) == 0):
+            self.log.info("%s has no equality deletes in its current snapshot: nothing to convert.", name)
+            self.log_summary(before, "no equality deletes, nothing to convert", changed=False)
+            return self._unchanged(name, current, version)
+
+        result = self.run_job("convert_equality_deletes", {
+            "table": name, "dry_run": bool(self.dry_run), "snapshot_properties": tags, **retry,
+        })
+        added = result.get("added_deletion_vectors", result.get("added_position_delete_files", 0))
+        kind = "deletion vectors" if version >= 3 else "position delete files"
+        conflicts = [a for a in result["attempts"] if a["outcome"] == "conflict"]
+        if conflicts:
+            self.log.warning("The conversion met concurrent commits and planned again: %s", conflicts)
+        done = (
+            f"{'dry run: would convert' if self.dry_run else 'converted'} {result['converted_equality_delete_files']:,} "
+            f"equality delete files ({result['equality_delete_records']:,} keys) applying to "
+            f"{result['affected_data_files']:,} data files into {added:,} {kind} deleting {result['deleted_rows']:,} rows"
+        )
+        self.log.info("%s; commits %s; snapshot %s -> %s.", done, result["committed_snapshot_ids"],
+                      result["snapshot_id_before"], result["snapshot_id_after"])
+        self.log_summary(before, done, changed=bool(result["committed_snapshot_ids"]))
+        return result
+
+    @staticmethod
+    def _added_key(version: int) -> str:
+        return "added_deletion_vectors" if version >= 3 else "added_position_delete_files"
+
+    def _unchanged(self, name: str, current, version: int, **figures: Any) -> dict[str, Any]:
+        snapshot_id = current.snapshot_id if current is not None else None
+        return {
+            "table": name, "format_version": version, "dry_run": bool(self.dry_run),
+            "snapshot_id_before": snapshot_id, "converted_snapshot_id": snapshot_id, "committed_snapshot_ids": [],
+            "snapshot_id_after": snapshot_id, "converted_equality_delete_files": 0, "equality_delete_records": 0,
+            "affected_data_files": 0, self._added_key(version): 0, "replaced_delete_files": 0, "deleted_rows": 0,
+            "verified": None, "attempts": [], **figures,
+        }
+
+    def _recovered(self, name: str, table, version: int, commits: list[Any]) -> dict[str, Any]:
+        """The earlier try's result, rebuilt from its commit's summary (no JVM)."""
+        first, last = commits[0], commits[-1]
+        parent = table.snapshot_by_id(first.parent_snapshot_id) if first.parent_snapshot_id else None
+        added = "added-dvs" if version >= 3 else "added-position-delete-files"
+        replaced = "removed-dvs" if version >= 3 else "removed-position-delete-files"
+        return {
+            **self._unchanged(name, parent, version),
+            "committed_snapshot_ids": [s.snapshot_id for s in commits],
+            "snapshot_id_after": last.snapshot_id,
+            "converted_equality_delete_files": sum(summary_int(s, "removed-equality-delete-files") for s in commits),
+            "equality_delete_records": sum(summary_int(s, "removed-equality-deletes") for s in commits),
+            self._added_key(version): sum(summary_int(s, added) for s in commits),
+            "replaced_delete_files": sum(summary_int(s, replaced) for s in commits),
+            "deleted_rows": sum(summary_int(s, "added-position-deletes") for s in commits),
+            "recovered_from_earlier_try": True,
+        }
