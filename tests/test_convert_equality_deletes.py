@@ -39,12 +39,10 @@ def _flink_style_table(spark, lake_hook, name: str, format_version: str):
 
 
 def _delete_files_per_data_file(spark, name: str) -> dict[str, int]:
-    rows = spark.sql(f"SELECT file_path FROM lake.{name}.delete_files WHERE content = 1").collect()
-    referenced = spark.sql(
+    """Live position delete files (or DVs) per data file they name; ``None`` collects those naming none."""
+    return {r["ref"]: r["n"] for r in spark.sql(
         f"SELECT referenced_data_file AS ref, count(*) AS n FROM lake.{name}.delete_files WHERE content = 1 "
-        "GROUP BY referenced_data_file").collect()
-    assert len(rows) == sum(r["n"] for r in referenced)
-    return {r["ref"]: r["n"] for r in referenced}
+        "GROUP BY referenced_data_file").collect()}
 
 
 @pytest.mark.parametrize("format_version", ["2", "3"])
@@ -59,7 +57,13 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     rows_before = spark_fingerprint(spark, name)
     assert rows_before[0] == 60 + 1 - 7  # 60 written, 1 written again, 7 keys deleted (1 twice)
 
+    dry = convert_job.run(spark, "lake", {"table": name, "dry_run": True})
+    assert dry["committed_snapshot_ids"] == [] and [a["outcome"] for a in dry["attempts"]] == ["dry run"]
+    assert lake_hook.load_table(name).current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
+
     result = convert_job.run(spark, "lake", {"table": name, "snapshot_properties": {"airflow.run-id": "r1"}})
+    figures = ("converted_equality_delete_files", "affected_data_files", "deleted_rows", "replaced_delete_files")
+    assert {k: dry[k] for k in figures} == {k: result[k] for k in figures}  # the dry run said what would happen
 
     table = lake_hook.load_table(name)
     assert spark_fingerprint(spark, name) == rows_before
@@ -78,7 +82,8 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     assert result["replaced_delete_files"] == 2  # the DELETE's file-scoped deletes, merged into the new ones
     # Exactly one position delete file (or DV) per affected data file, nothing else.
     assert after_files["POSITION_DELETES"] == 4
-    assert sorted(_delete_files_per_data_file(spark, name).values()) == [1, 1, 1, 1]
+    per_data_file = _delete_files_per_data_file(spark, name)
+    assert None not in per_data_file and sorted(per_data_file.values()) == [1, 1, 1, 1]
     # XCom's snapshot IDs are the table's: one commit, on top of the snapshot converted, carrying the run's tags.
     committed = table.snapshot_by_id(result["committed_snapshot_ids"][0])
     assert result["committed_snapshot_ids"] == [result["snapshot_id_after"]] == [table.current_snapshot().snapshot_id]
@@ -148,7 +153,8 @@ def test_a_writer_committing_mid_conversion(spark, lake_hook, namespace, monkeyp
     assert table_fingerprint(table) == expected
     assert live_files(table)["EQUALITY_DELETES"] == 0
     if format_version == "3":
-        assert set(_delete_files_per_data_file(spark, name).values()) == {1}  # never two DVs for a file
+        per_data_file = _delete_files_per_data_file(spark, name)
+        assert None not in per_data_file and set(per_data_file.values()) == {1}  # never two DVs for a file
 
 
 # -- the operator: XCom, a retried task, bad input -------------------------------------------

@@ -35,6 +35,7 @@ One attempt, on the current snapshot S:
 
 from __future__ import annotations
 
+import time
 import uuid
 from dataclasses import dataclass, field
 from typing import Any
@@ -310,8 +311,17 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     attempts: list[dict[str, Any]] = []
     outcome: dict[str, Any] = {}
 
+    seconds: dict[str, float] = {}
+
+    def timed(stage: str, fn, *fn_args):
+        started = time.perf_counter()
+        try:
+            return fn(*fn_args)
+        finally:
+            seconds[stage] = round(seconds.get(stage, 0.0) + time.perf_counter() - started, 3)
+
     def convert_once():
-        plan = plan_conversion(spark, catalog, table_name, jtable)
+        plan = timed("plan", plan_conversion, spark, catalog, table_name, jtable)
         outcome["plan"] = plan
         if plan is None:
             outcome["added"] = []
@@ -319,9 +329,9 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         if dry_run:
             outcome["added"] = []
             return None, "dry run", None
-        added = writer(spark, jtable, plan, props[CONVERT_ID_PROPERTY])
+        added = timed("write", writer, spark, jtable, plan, props[CONVERT_ID_PROPERTY])
         try:
-            commit_conversion(spark, jtable, plan, added, props)
+            timed("commit", commit_conversion, spark, jtable, plan, added, props)
         except Exception:
             _delete_quietly(jtable, added)
             raise
@@ -347,7 +357,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     if plan is not None and committed:
         paths = list(plan.deleted_positions)
         expected = sum(plan.affected[p].record_count for p in paths) - plan.deleted_rows
-        after = visible_rows_in(spark, catalog, table_name, committed[-1], paths)
+        after = timed("verify", visible_rows_in, spark, catalog, table_name, committed[-1], paths)
         verified = {"visible_rows_in_affected_files": expected, "after": after}
         if after != expected:
             raise ConversionMismatch(
@@ -367,9 +377,11 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         "converted_equality_delete_files": len(plan.equality_delete_files) if plan else 0,
         "equality_delete_records": plan.equality_delete_records if plan else 0,
         "affected_data_files": len(plan.affected) if plan else 0,
-        added_key: len(outcome["added"]),
-        "replaced_delete_files": len(plan.replaced_delete_files) if plan and not dry_run else 0,
+        # In a dry run: what the commit would add and replace.
+        added_key: len(plan.deleted_positions) if plan and dry_run else len(outcome["added"]),
+        "replaced_delete_files": len(plan.replaced_delete_files) if plan else 0,
         "deleted_rows": plan.deleted_rows if plan else 0,
         "verified": verified,
         "attempts": attempts,
+        "seconds": seconds,  # per stage, summed over attempts: plan (Spark read), write, commit, verify
     }
