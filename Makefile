@@ -25,8 +25,10 @@ bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py
 
 bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py --tables 10
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc

@@ -182,22 +182,30 @@ def visible_rows_in(spark, catalog: str, table_name: str, snapshot_id: int, path
             .where(F.col("_file").isin(paths)).count())
 
 
-def plan_conversion(spark, catalog: str, table_name: str, jtable) -> ConversionPlan | None:
-    """What converting the current snapshot means; ``None`` when it has no equality deletes."""
+def _untimed(stage: str, fn, *args):
+    return fn(*args)
+
+
+def plan_conversion(spark, catalog: str, table_name: str, jtable, timed=_untimed) -> ConversionPlan | None:
+    """What converting the current snapshot means; ``None`` when it has no equality deletes.
+
+    ``timed(stage, fn, *args)`` may measure the two stages: ``metadata`` (which delete files apply
+    to which data files, from manifests) and ``positions`` (the Spark read).
+    """
     snapshot = jtable.currentSnapshot()
     if snapshot is None:
         return None
-    equality = live_equality_delete_files(spark, jtable, snapshot)
+    equality = timed("metadata", live_equality_delete_files, spark, jtable, snapshot)
     if not equality:
         return None
     snapshot_id = int(snapshot.snapshotId())
-    affected = affected_data_files(spark, jtable, snapshot_id)
+    affected = timed("metadata", affected_data_files, spark, jtable, snapshot_id)
     return ConversionPlan(
         snapshot_id=snapshot_id,
         equality_delete_files=equality,
         equality_delete_records=sum(int(f.recordCount()) for f in equality),
         affected=affected,
-        deleted_positions=deleted_positions(spark, catalog, table_name, snapshot_id, affected),
+        deleted_positions=timed("positions", deleted_positions, spark, catalog, table_name, snapshot_id, affected),
     )
 
 
@@ -321,7 +329,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             seconds[stage] = round(seconds.get(stage, 0.0) + time.perf_counter() - started, 3)
 
     def convert_once():
-        plan = timed("plan", plan_conversion, spark, catalog, table_name, jtable)
+        plan = plan_conversion(spark, catalog, table_name, jtable, timed)
         outcome["plan"] = plan
         if plan is None:
             outcome["added"] = []
@@ -383,5 +391,5 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         "deleted_rows": plan.deleted_rows if plan else 0,
         "verified": verified,
         "attempts": attempts,
-        "seconds": seconds,  # per stage, summed over attempts: plan (Spark read), write, commit, verify
+        "seconds": seconds,  # per stage, summed over attempts: metadata, positions (Spark), write, commit, verify
     }
