@@ -25,8 +25,9 @@ def _flink_style_table(spark, lake_hook, name: str, format_version: str):
     """Two days of small files with every kind of delete a streaming upsert pipeline leaves.
 
     Merge-on-read DELETE (position deletes or DVs) of rows 1 and 12; equality deletes in both
-    partitions, one of them (event_id 1) for a row already position-deleted; event_id 2 deleted
-    by key and then written again (the new row must stay visible).
+    partitions, one of them (event_id 1) for a row already position-deleted, ten of them for every
+    row of one data file (ids 50-59); event_id 2 deleted by key and then written again (the new
+    row must stay visible).
     """
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=3, rows_per_commit=10)
     if format_version != "2":  # PyIceberg 0.12 writes v2 only; Spark upgrades the table
@@ -34,7 +35,7 @@ def _flink_style_table(spark, lake_hook, name: str, format_version: str):
     spark.sql(f"DELETE FROM lake.{name} WHERE event_id IN (1, 12)")
     commit_equality_deletes(spark, name, [{"event_id": 1}, {"event_id": 2}, {"event_id": 3}, {"event_id": 21}],
                             partition_path=DAY1)
-    commit_equality_deletes(spark, name, [{"event_id": 11}, {"event_id": 33}], partition_path=DAY2)
+    commit_equality_deletes(spark, name, [{"event_id": k} for k in (11, 33, *range(50, 60))], partition_path=DAY2)
     spark.sql(f"INSERT INTO lake.{name} VALUES (2, DATE '2026-01-01', 'z', 9.5, 'written again after its delete')")
 
 
@@ -55,7 +56,7 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     with pytest.raises(ValueError, match="equality deletes"):  # why the table needs converting
         table_fingerprint(table)
     rows_before = spark_fingerprint(spark, name)
-    assert rows_before[0] == 60 + 1 - 7  # 60 written, 1 written again, 7 keys deleted (1 twice)
+    assert rows_before[0] == 60 + 1 - 17  # 60 written, 1 written again, 17 keys deleted (1 twice)
 
     dry = convert_job.run(spark, "lake", {"table": name, "dry_run": True})
     assert dry["committed_snapshot_ids"] == [] and [a["outcome"] for a in dry["attempts"]] == ["dry run"]
@@ -72,18 +73,18 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     assert after_files["EQUALITY_DELETES"] == 0
     assert after_files["DATA"] == before_files["DATA"]  # no data file rewritten
     # The equality deletes apply to the three older files of each day (the file holding the new row 2
-    # was written after them); rows are deleted from four: ids 0-9 (1, 2, 3), 20-29 (21), 10-19 (11, 12),
-    # 30-39 (33).
+    # was written after them); rows are deleted from five: ids 0-9 (1, 2, 3), 20-29 (21), 10-19 (11, 12),
+    # 30-39 (33) and 50-59 (all).
     assert result["affected_data_files"] == 6
-    assert result["converted_equality_delete_files"] == 2 and result["equality_delete_records"] == 6
-    assert result["deleted_rows"] == 7
+    assert result["converted_equality_delete_files"] == 2 and result["equality_delete_records"] == 16
+    assert result["deleted_rows"] == 17
     added_key = "added_deletion_vectors" if format_version == "3" else "added_position_delete_files"
-    assert result[added_key] == 4
+    assert result[added_key] == 5
     assert result["replaced_delete_files"] == 2  # the DELETE's file-scoped deletes, merged into the new ones
     # Exactly one position delete file (or DV) per affected data file, nothing else.
-    assert after_files["POSITION_DELETES"] == 4
+    assert after_files["POSITION_DELETES"] == 5
     per_data_file = _delete_files_per_data_file(spark, name)
-    assert None not in per_data_file and sorted(per_data_file.values()) == [1, 1, 1, 1]
+    assert None not in per_data_file and sorted(per_data_file.values()) == [1] * 5
     # XCom's snapshot IDs are the table's: one commit, on top of the snapshot converted, carrying the run's tags.
     committed = table.snapshot_by_id(result["committed_snapshot_ids"][0])
     assert result["committed_snapshot_ids"] == [result["snapshot_id_after"]] == [table.current_snapshot().snapshot_id]
@@ -93,8 +94,8 @@ def test_conversion_keeps_every_row_and_leaves_no_equality_delete(spark, lake_ho
     added, replaced = ("added-dvs", "removed-dvs") if format_version == "3" else (
         "added-position-delete-files", "removed-position-delete-files")
     assert {k: committed.summary[k] for k in (added, replaced, "removed-equality-delete-files")} == {
-        added: "4", replaced: "2", "removed-equality-delete-files": "2"}
-    assert result["verified"] == {"visible_rows_in_affected_files": 40 - 7, "after": 40 - 7}
+        added: "5", replaced: "2", "removed-equality-delete-files": "2"}
+    assert result["verified"] == {"visible_rows_in_affected_files": 50 - 17, "after": 50 - 17}
 
 
 def test_a_table_without_equality_deletes_is_left_alone(spark, lake_hook, namespace):
@@ -178,10 +179,10 @@ def test_operator_converts_in_spark_and_a_retried_task_finds_its_commit(spark, l
         "airflow.run-id": "manual__convert", "airflow.task-id": "convert"}
     figures = {k: result[k] for k in ("converted_equality_delete_files", "added_position_delete_files",
                                       "replaced_delete_files", "deleted_rows")}
-    assert figures == {"converted_equality_delete_files": 2, "added_position_delete_files": 4,
-                       "replaced_delete_files": 2, "deleted_rows": 7}
+    assert figures == {"converted_equality_delete_files": 2, "added_position_delete_files": 5,
+                       "replaced_delete_files": 2, "deleted_rows": 17}
     assert table_fingerprint(table) == rows_before
-    assert live_files(table) == {"DATA": 7, "POSITION_DELETES": 4, "EQUALITY_DELETES": 0}
+    assert live_files(table) == {"DATA": 7, "POSITION_DELETES": 5, "EQUALITY_DELETES": 0}
 
     # The same task tried again: it finds its commit in the table's history and starts no Spark.
     retried = IcebergConvertEqualityDeletesOperator(task_id="convert", table=name, snapshot_id=seen)

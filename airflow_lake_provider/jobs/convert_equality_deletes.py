@@ -155,22 +155,39 @@ def deleted_positions(spark, catalog: str, table_name: str, snapshot_id: int,
     """Per affected data file, the positions no reader of the snapshot sees (sorted).
 
     All positions of a file are ``0 .. record_count-1``, known from metadata; Spark reads only the
-    visible ``(_file, _pos)`` of the affected files and the difference is what is deleted.
+    visible ``(_file, _pos)`` of the snapshot and reports the gaps between consecutive visible
+    positions of each affected file (and after its last one), so only the deleted ranges reach
+    the driver. A file with no visible row left has lost every position. (One read and one sort:
+    an anti-join against every position, tried first, cost 7 full reads in the benchmark.)
     """
+    from pyspark.sql import Window
     from pyspark.sql import functions as F
 
     if not affected:
         return {}
     files = spark.createDataFrame([(p, f.record_count) for p, f in affected.items()],
                                   "file_path string, record_count long")
-    visible = (_read_snapshot(spark, catalog, table_name, snapshot_id)
-               .select(F.col("_file").alias("file_path"), F.col("_pos").alias("pos"))
-               .join(F.broadcast(files.select("file_path")), "file_path"))
-    every_position = files.where("record_count > 0").select(
-        "file_path", F.explode(F.sequence(F.lit(0).cast("long"), F.col("record_count") - 1)).alias("pos"))
-    deleted = (every_position.join(visible, ["file_path", "pos"], "left_anti")
-               .groupBy("file_path").agg(F.sort_array(F.collect_list("pos")).alias("positions")))
-    return {row["file_path"]: list(row["positions"]) for row in deleted.collect()}
+    by_file = Window.partitionBy("file_path").orderBy("pos")
+    edges = (_read_snapshot(spark, catalog, table_name, snapshot_id)
+             .select(F.col("_file").alias("file_path"), F.col("_pos").alias("pos"))
+             .join(F.broadcast(files), "file_path")
+             .withColumn("previous", F.lag("pos").over(by_file))
+             .withColumn("following", F.lead("pos").over(by_file))
+             .where("pos > coalesce(previous, -1) + 1 OR following IS NULL"))
+    deleted: dict[str, list[int]] = {}
+    seen: set[str] = set()
+    for row in edges.collect():
+        path, pos = row["file_path"], row["pos"]
+        gap_start = (row["previous"] if row["previous"] is not None else -1) + 1
+        if pos > gap_start:  # rows deleted just before this visible one
+            deleted.setdefault(path, []).extend(range(gap_start, pos))
+        if row["following"] is None:  # the file's last visible row: what follows it is deleted
+            seen.add(path)
+            deleted.setdefault(path, []).extend(range(pos + 1, row["record_count"]))
+    for path, target in affected.items():
+        if path not in seen and target.record_count > 0:  # no row of the file is visible any more
+            deleted[path] = list(range(target.record_count))
+    return {path: sorted(positions) for path, positions in deleted.items() if positions}
 
 
 def visible_rows_in(spark, catalog: str, table_name: str, snapshot_id: int, paths: list[str]) -> int:
