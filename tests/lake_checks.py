@@ -48,3 +48,31 @@ class FakeTaskInstance:
 
     def xcom_push(self, key: str, value: object) -> None:
         self.pushed[key] = value
+
+
+def files_by_spec(table) -> dict[int, int]:
+    """Live data files of the current snapshot, counted by the partition spec they were written under."""
+    counts: dict[int, int] = {}
+    for task in table.scan().plan_files():
+        counts[task.file.spec_id] = counts.get(task.file.spec_id, 0) + 1
+    return counts
+
+
+def live_delete_file_paths(table) -> set[str]:
+    """Paths of the live delete files of the current snapshot."""
+    snapshot = table.current_snapshot()
+    paths: set[str] = set()
+    for manifest in snapshot.manifests(table.io) if snapshot else []:
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.content.name != "DATA":
+                paths.add(entry.data_file.file_path)
+    return paths
+
+
+def spark_fingerprint(spark, name: str, catalog: str = "lake") -> tuple[int, int]:
+    """Row count and an order-independent checksum of every visible row, read back by Spark.
+
+    ``xxhash64`` over all columns of the current schema, summed as a decimal (no overflow).
+    """
+    row = spark.sql(f"SELECT count(*) AS n, sum(CAST(xxhash64(*) AS DECIMAL(38, 0))) AS h FROM {catalog}.{name}").first()
+    return int(row["n"]), int(row["h"] or 0)
