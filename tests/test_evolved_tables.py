@@ -110,3 +110,38 @@ def test_files_of_older_specs_are_compacted_and_every_group_is_confirmed(spark, 
                if g["partition"] == "ts_hour=null/id_bucket_8=null") == old_spec_files
     assert set(files_by_spec(table)) == {2}
     assert (table_fingerprint(table), spark_fingerprint(spark, name)) == before
+
+
+@pytest.mark.spark_submit
+def test_dag_compacts_an_evolved_table_onto_the_current_spec(airflow_db, spark, lake_hook, namespace):
+    name = f"{namespace}.evolved"
+    table = create_evolved_table(lake_hook.catalog, name, evolve_schema=True)
+    spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 7 = 0")  # merge-on-read deletes on files of every spec
+    table = lake_hook.load_table(name)
+    assert [f.name for f in table.schema().fields] == ["event_id", "ts", "comment", "country"]
+    by_spec = files_by_spec(table)
+    assert set(by_spec) == {0, 1, 2} and live_files(table)["POSITION_DELETES"] > 0
+    before = table_fingerprint(table), spark_fingerprint(spark, name)
+    snapshot_before = table.current_snapshot().snapshot_id
+
+    dag = load_dag("lake_maintenance.py", "lake_maintenance")
+    run = dag.test(run_conf={"table": name, "min_input_files": 2, "expire_older_than_hours": 0, "retain_last": 1})
+    assert run.state == "success"
+    assert {ti.task_id: ti.state for ti in run.get_task_instances()} == dict.fromkeys(
+        ("plan", "rewrite", "expire", "clean"), "success")
+    plan, rewrite = (run.get_task_instance(t).xcom_pull(task_ids=t) for t in ("plan", "rewrite"))
+
+    table = lake_hook.load_table(name)
+    # Every row identical over the current schema, read back by PyIceberg and by Spark.
+    assert (table_fingerprint(table), spark_fingerprint(spark, name)) == before
+    # Every live file under the current spec, fewer of them, and no delete file left.
+    assert table.spec().spec_id == 2 and rewrite["output_spec_id"] == 2
+    assert set(files_by_spec(table)) == {2}
+    assert sum(files_by_spec(table).values()) < sum(by_spec.values())
+    assert live_files(table)["POSITION_DELETES"] == 0
+    # Snapshot IDs in XCom are the table's.
+    assert plan["snapshot_id"] == rewrite["snapshot_id_before"] == snapshot_before
+    assert rewrite["failed_groups"] == [] and rewrite["rewritten_data_files"] == plan["totals"]["files"]
+    assert plan["totals"]["files"] >= by_spec[0] + by_spec[1]  # every file of the older specs
+    assert rewrite["snapshot_id_after"] == table.current_snapshot().snapshot_id
+    assert set(rewrite["committed_snapshot_ids"]) <= {s.snapshot_id for s in table.snapshots()}
