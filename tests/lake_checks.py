@@ -58,15 +58,17 @@ def files_by_spec(table) -> dict[int, int]:
     return counts
 
 
-def live_delete_file_paths(table) -> set[str]:
-    """Paths of the live delete files of the current snapshot."""
+def live_delete_files_by_partition(table) -> dict[str, set[str]]:
+    """Paths of the live delete files of the current snapshot, by partition (``day=20454``)."""
     snapshot = table.current_snapshot()
-    paths: set[str] = set()
+    found: dict[str, set[str]] = {}
     for manifest in snapshot.manifests(table.io) if snapshot else []:
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             if entry.data_file.content.name != "DATA":
-                paths.add(entry.data_file.file_path)
-    return paths
+                spec = table.specs()[entry.data_file.spec_id]
+                key = "/".join(f"{f.name}={entry.data_file.partition[i]}" for i, f in enumerate(spec.fields))
+                found.setdefault(key, set()).add(entry.data_file.file_path)
+    return found
 
 
 def spark_fingerprint(spark, name: str, catalog: str = "lake") -> tuple[int, int]:

@@ -10,8 +10,9 @@ import pytest
 from airflow_lake_provider.demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from airflow_lake_provider.scoping import PartitionFieldInfo, combine_filters, interval_filter
-from lake_checks import FakeTaskInstance
+from lake_checks import FakeTaskInstance, live_delete_files_by_partition, table_fingerprint
 
 UTC = dt.timezone.utc
 DAY = [PartitionFieldInfo("day", "identity", "date")]
@@ -61,8 +62,11 @@ def _context(run_type: str, start, end) -> dict:
     [
         ("backfill", at(2026, 1, 2), at(2026, 1, 3), "auto", {"2026-01-02"}),
         ("scheduled", at(2026, 1, 3), at(2026, 1, 4), "auto", {"2026-01-03"}),
-        ("manual", at(2026, 1, 2), at(2026, 1, 3), "auto", {"2026-01-01", "2026-01-02", "2026-01-03"}),
+        # A manual run created for a logical date carries that date's interval: it plans that day.
+        ("manual", at(2026, 1, 2), at(2026, 1, 3), "auto", {"2026-01-02"}),
         ("manual", None, None, "auto", {"2026-01-01", "2026-01-02", "2026-01-03"}),
+        # A DAG without a schedule (lake_maintenance) gives manual runs an empty interval: whole table.
+        ("manual", at(2026, 1, 2), at(2026, 1, 2), "auto", {"2026-01-01", "2026-01-02", "2026-01-03"}),
         ("backfill", at(2026, 1, 2), at(2026, 1, 3), "table", {"2026-01-01", "2026-01-02", "2026-01-03"}),
         ("manual", at(2026, 1, 1), at(2026, 1, 2), "interval", {"2026-01-01"}),
     ],
@@ -82,3 +86,29 @@ def test_interval_scope_without_an_interval_is_an_error(lake_hook, namespace):
     create_events_table(lake_hook.catalog, name, days=1, commits_per_day=1, rows_per_commit=5)
     with pytest.raises(LakeConfigError, match="needs a run with a data interval"):
         IcebergRewritePlanOperator(task_id="plan", table=name, scope="interval").execute(_context("manual", None, None))
+
+
+@pytest.mark.spark_submit
+def test_a_daily_run_rewrites_only_its_own_days_delete_files(spark, lake_hook, namespace):
+    """Regression: the position-delete rewrite ran over the whole table (rewrite-all, no filter),
+    so a backfill of one day rewrote every day's delete files."""
+    name = f"{namespace}.daily"
+    create_events_table(lake_hook.catalog, name, days=3, commits_per_day=6, rows_per_commit=5)
+    spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 4 = 1")  # delete files in every day
+    table = lake_hook.load_table(name)
+    fingerprint, deletes_before = table_fingerprint(table), live_delete_files_by_partition(table)
+    day_two = f"day={(dt.date(2026, 1, 2) - dt.date(1970, 1, 1)).days}"
+    assert len(deletes_before) == 3 and deletes_before[day_two]
+
+    context = _context("backfill", at(2026, 1, 2), at(2026, 1, 3))
+    plan = IcebergRewritePlanOperator(task_id="plan", table=name).execute(context)
+    result = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan).execute(context)
+
+    table = lake_hook.load_table(name)
+    deletes_after = live_delete_files_by_partition(table)
+    assert table_fingerprint(table) == fingerprint
+    assert day_two not in deletes_after  # the run's own day: compacted, its deletes applied and dropped
+    assert deletes_after == {day: paths for day, paths in deletes_before.items() if day != day_two}  # others untouched
+    assert result["position_deletes"]["scope"] == "planned partitions"
+    assert result["position_deletes"]["rewritten_delete_files"] <= len(deletes_before[day_two])
+

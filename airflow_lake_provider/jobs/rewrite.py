@@ -3,7 +3,7 @@
 Args (JSON): ``table``, ``planned_snapshot_id``, ``partitions`` (``[{"spec_id", "partition":
 {field: value}}]`` or null for the whole table), ``strategy`` (binpack / sort / zorder),
 ``sort_order`` ("col [ASC|DESC] [NULLS FIRST|LAST], ..."), ``zorder_columns``, ``options``
-(Iceberg rewrite options), ``rewrite_position_deletes``, ``rewrite_manifests`` and
+(Iceberg rewrite options), ``rewrite_position_deletes`` (limited to the same partitions), ``rewrite_manifests`` and
 ``snapshot_properties`` (put on every commit, so a retried task can find its own work),
 ``max_attempts`` (default 3) and ``retry_backoff_seconds`` (default 2, doubled per retry).
 
@@ -335,12 +335,18 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
             for key, value in (args.get("position_delete_options") or {"rewrite-all": "true"}).items():
                 pd_action = pd_action.option(str(key), str(value))
+            if expression is not None:
+                # The data rewrite's partitions only: a backfill of one day leaves the other days'
+                # delete files as they are (rewrite-all alone would rewrite every one of them).
+                pd_action = pd_action.filter(expression)
             return pd_action.execute(), "committed", None
 
         pd = _retrying(rewrite_position_deletes, label="rewrite position deletes", **retry)
         position_deletes = {
+            "scope": "planned partitions" if expression is not None else "whole table",
             "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
             "added_delete_files": int(pd.addedDeleteFilesCount()),
+            "rewritten_bytes": int(pd.rewrittenBytesCount()),
         }
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None
