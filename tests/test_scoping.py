@@ -11,7 +11,10 @@ from airflow_lake_provider.demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-from airflow_lake_provider.scoping import PartitionFieldInfo, combine_filters, interval_filter
+from airflow_lake_provider.scoping import (
+    PartitionFieldInfo, before_first_day, combine_filters, interval_filter, parse_first_day,
+)
+from conftest import load_dag
 from lake_checks import FakeTaskInstance, live_delete_files_by_partition, table_fingerprint
 
 UTC = dt.timezone.utc
@@ -112,3 +115,32 @@ def test_a_daily_run_rewrites_only_its_own_days_delete_files(spark, lake_hook, n
     assert result["position_deletes"]["scope"] == "planned partitions"
     assert result["position_deletes"]["rewritten_delete_files"] <= len(deletes_before[day_two])
 
+
+# -- the daily DAG's first day ---------------------------------------------------------------
+def test_first_day_refusal_names_the_day_and_the_setting():
+    first = parse_first_day("2026-01-01", setting="LAKE_DAILY_START_DATE")
+    assert before_first_day(at(2026, 1, 1), first, dag_id="d", setting="LAKE_DAILY_START_DATE") is None
+    assert before_first_day(None, first, dag_id="d", setting="LAKE_DAILY_START_DATE") is None  # no interval
+    assert before_first_day(at(2025, 12, 31), first, dag_id="d", setting="LAKE_DAILY_START_DATE") == (
+        "This run is for 2025-12-31, before 2026-01-01, the first day d maintains (LAKE_DAILY_START_DATE): nothing "
+        "was done. To maintain earlier days, set LAKE_DAILY_START_DATE=2025-12-31 (or earlier) in the environment of "
+        "the dag-processor, scheduler and workers, then trigger or backfill these days again.")
+
+
+def test_a_bad_start_date_setting_fails_the_dag_file_with_a_sentence(monkeypatch):
+    monkeypatch.setenv("LAKE_DAILY_START_DATE", "2025-13-01")
+    with pytest.raises(LakeConfigError, match=r"LAKE_DAILY_START_DATE='2025-13-01' is not a date: write it as YYYY-MM-DD"):
+        load_dag("lake_maintenance_daily.py", "lake_maintenance_daily")
+
+
+def test_a_run_before_the_first_day_fails_with_a_sentence_instead_of_doing_nothing(airflow_db, monkeypatch, capfd):
+    """Regression: Airflow creates no task for a run dated before a DAG's start date, so such a run
+    of the daily DAG reported success having run nothing."""
+    monkeypatch.setenv("LAKE_DAILY_START_DATE", "2025-07-01")
+    dag = load_dag("lake_maintenance_daily.py", "lake_maintenance_daily")
+    run = dag.test(logical_date=at(2025, 6, 1), run_conf={"table": "nowhere.nothing"})
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert run.state == "failed"
+    assert states["check_interval"] == "failed"
+    assert {states[t] for t in ("plan", "rewrite", "expire", "clean")} == {"upstream_failed"}
+    assert "before 2025-07-01, the first day lake_maintenance_daily maintains (LAKE_DAILY_START_DATE)" in capfd.readouterr().out
