@@ -13,11 +13,11 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Param, task
 
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.retention import CleanPolicy
 from airflow_lake_provider.scoping import before_first_day
 

@@ -35,8 +35,9 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     :param max_commits: ``partial-progress.max-commits``.
     :param use_starting_sequence_number: ``use-starting-sequence-number`` (Iceberg default true).
     :param max_concurrent_file_group_rewrites: ``max-concurrent-file-group-rewrites``.
-    :param rewrite_position_deletes: also rewrite position delete files (``rewrite-all``) in the
-        same application: drops deletes made dangling by the rewrite, merges small ones.
+    :param rewrite_position_deletes: also rewrite the position delete files of the planned
+        partitions (``rewrite-all``; the whole table when the rewrite is not limited to partitions)
+        in the same application: drops deletes made dangling by the rewrite, merges small ones.
     :param rewrite_manifests: also rewrite manifests in the same application.
     :param options: further Iceberg rewrite options, passed as they are.
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
