@@ -7,16 +7,26 @@ runs, and backfills, compact the partitions of their own data interval.
 
 from __future__ import annotations
 
+import datetime as dt
 from typing import Any
 
 import pendulum
-from airflow.sdk import DAG, Param
+from airflow.sdk import DAG, Param, task
 
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from airflow_lake_provider.retention import CleanPolicy
+from airflow_lake_provider.scoping import before_first_day
+
+#: Airflow's own start date of the maintenance DAGs. Airflow creates no task for a manual run
+#: dated before a DAG's start date (the run "succeeds" with nothing run), so it lies far back:
+#: every run reaches its tasks. Where a scheduled DAG's days begin is its ``first_day``, checked
+#: by its first task, which refuses earlier runs with a sentence. Catchup is off, so no past run
+#: is ever scheduled from this date.
+AIRFLOW_START_DATE = pendulum.datetime(1970, 1, 1, tz="UTC")
 
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
 
@@ -44,7 +54,7 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
         "partition_filter": Param(
             None, type=["null", "string"], title="Partition filter",
             description="Only plan these rows, as a PyIceberg filter, e.g. day = '2026-01-01'. Empty: whole table "
-            "(scheduled and backfill runs are scoped to their data interval in any case).",
+            "(a run with a data interval, such as a scheduled, backfill or dated run, is scoped to it in any case).",
         ),
         "strategy": Param("binpack", enum=["binpack", "sort", "zorder"], title="Rewrite strategy",
                           description="binpack: combine files as they are; sort: sort rows by the sort order below "
@@ -132,6 +142,23 @@ def maintenance_chain(
     return plan, rewrite, expire, clean
 
 
+def first_day_check(first_day: dt.datetime, *, setting: str):
+    """A task (``check_interval``) failing a run dated before ``first_day`` with a sentence.
+
+    Airflow runs it for every run (scheduled, backfill, manual for a logical date), without a JVM;
+    without it a backfill before the first day would need Airflow to refuse it, which it does not.
+    """
+
+    @task(task_id="check_interval")
+    def check_interval(**context: Any) -> None:
+        refusal = before_first_day(context.get("data_interval_start"), first_day, dag_id=context["dag"].dag_id,
+                                   setting=setting)
+        if refusal:
+            raise LakeConfigError(refusal)
+
+    return check_interval()
+
+
 def build_maintenance_dag(
     dag_id: str,
     *,
@@ -139,13 +166,19 @@ def build_maintenance_dag(
     table_default: str | None = None,
     lake_conn_id: str = "lake_default",
     spark_conn_id: str = "spark_default",
+    first_day: dt.datetime | None = None,
+    first_day_setting: str = "first_day",
     **dag_kwargs: Any,
 ) -> DAG:
-    """The four steps as separate tasks, snapshot IDs flowing through XCom."""
+    """The four steps as separate tasks, snapshot IDs flowing through XCom.
+
+    ``first_day`` (named ``first_day_setting`` in the refusal, e.g. an environment variable):
+    runs whose data interval starts earlier fail in a first ``check_interval`` task.
+    """
     with DAG(
         dag_id=dag_id,
         schedule=schedule,
-        start_date=dag_kwargs.pop("start_date", pendulum.datetime(2026, 1, 1, tz="UTC")),
+        start_date=dag_kwargs.pop("start_date", AIRFLOW_START_DATE),
         catchup=dag_kwargs.pop("catchup", False),
         max_active_runs=dag_kwargs.pop("max_active_runs", 1),
         render_template_as_native_obj=True,
@@ -153,5 +186,7 @@ def build_maintenance_dag(
         params=maintenance_params(table_default),
         **dag_kwargs,
     ) as dag:
-        maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
+        plan, *_ = maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
+        if first_day is not None:
+            first_day_check(first_day, setting=first_day_setting) >> plan
     return dag

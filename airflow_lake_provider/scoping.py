@@ -66,6 +66,31 @@ def interval_filter(fields: list[PartitionFieldInfo], start: dt.datetime, end: d
     return f"{column} >= '{start.strftime(naive)}' AND {column} < '{end.strftime(naive)}'"
 
 
+def parse_first_day(text: str, *, setting: str) -> dt.datetime:
+    """The first day a scheduled DAG maintains, from its setting (``YYYY-MM-DD``), at 00:00 UTC."""
+    try:
+        day = dt.date.fromisoformat(str(text).strip())
+    except ValueError:
+        raise LakeConfigError(f"{setting}={text!r} is not a date: write it as YYYY-MM-DD, e.g. 2025-01-01.") from None
+    return dt.datetime(day.year, day.month, day.day, tzinfo=dt.timezone.utc)
+
+
+def before_first_day(interval_start: dt.datetime | None, first_day: dt.datetime, *, dag_id: str,
+                     setting: str) -> str | None:
+    """Why a run whose data interval starts before ``first_day`` is refused; ``None`` when it may run.
+
+    A run without a data interval (manual, no logical date) covers no day and may run.
+    """
+    if interval_start is None or _utc(interval_start) >= _utc(first_day):
+        return None
+    day = _utc(interval_start).date().isoformat()
+    return (
+        f"This run is for {day}, before {first_day.date().isoformat()}, the first day {dag_id} maintains "
+        f"({setting}): nothing was done. To maintain earlier days, set {setting}={day} (or earlier) in the "
+        "environment of the dag-processor, scheduler and workers, then trigger or backfill these days again."
+    )
+
+
 def partition_fields_of(table) -> list[PartitionFieldInfo]:
     """The current partition spec of a PyIceberg table as :class:`PartitionFieldInfo` tuples."""
     schema = table.schema()

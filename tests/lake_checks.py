@@ -7,13 +7,14 @@ import hashlib
 
 def table_fingerprint(table) -> tuple[int, str]:
     """Row count and a checksum of every visible row (order-independent), read through PyIceberg."""
-    return _fingerprint(table.scan().to_arrow().sort_by("event_id").to_pylist())
+    return _fingerprint(table.scan().to_arrow().to_pylist())
 
 
 def _fingerprint(rows: list[dict]) -> tuple[int, str]:
+    """Row count and a checksum of ``rows`` that ignores their order, so any engine's read compares."""
     digest = hashlib.sha256()
-    for row in rows:
-        digest.update(repr(sorted(row.items())).encode())
+    for text in sorted(repr(sorted(row.items())) for row in rows):
+        digest.update(text.encode())
     return len(rows), digest.hexdigest()
 
 
@@ -59,5 +60,25 @@ def spark_fingerprint(spark, table_name: str, *, snapshot_id: int | None = None,
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(snapshot_id))
-    return _fingerprint(sorted((row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()),
-                               key=lambda row: row["event_id"]))
+    return _fingerprint([row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()])
+
+
+def files_by_spec(table) -> dict[int, int]:
+    """Live data files of the current snapshot, counted by the partition spec they were written under."""
+    counts: dict[int, int] = {}
+    for task in table.scan().plan_files():
+        counts[task.file.spec_id] = counts.get(task.file.spec_id, 0) + 1
+    return counts
+
+
+def live_delete_files_by_partition(table) -> dict[str, set[str]]:
+    """Paths of the live delete files of the current snapshot, by partition (``day=20454``)."""
+    snapshot = table.current_snapshot()
+    found: dict[str, set[str]] = {}
+    for manifest in snapshot.manifests(table.io) if snapshot else []:
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            if entry.data_file.content.name != "DATA":
+                spec = table.specs()[entry.data_file.spec_id]
+                key = "/".join(f"{f.name}={entry.data_file.partition[i]}" for i, f in enumerate(spec.fields))
+                found.setdefault(key, set()).add(entry.data_file.file_path)
+    return found

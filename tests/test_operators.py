@@ -44,6 +44,8 @@ def small_table(lake_hook, namespace):
          LakeConfigError, "Cannot read sort order term"),
         (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "strategy": "zorder", "zorder_columns": ["amount", "nope"]},
          LakeConfigError, "zorder_columns names columns the table does not have: nope"),
+        (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "options": {"output-spec-id": 7}},
+         LakeConfigError, r"output-spec-id 7 is not a partition spec of .*: its specs are \[0, 1\] \(current: 1\)"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "1d", "retain_last": 0}, LakeConfigError, "retain_last"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "yesterday-ish"}, LakeConfigError, "older_than"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "snapshot_ids": [42]}, LakeSnapshotError, "42"),

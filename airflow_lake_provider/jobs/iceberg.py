@@ -51,12 +51,27 @@ def summary(snapshot) -> dict[str, str]:
     return {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
 
 
-def partition_path(jtable, spec_id: int, partition) -> str:
-    """A partition as Iceberg writes it in paths (``day=2026-01-01``): stable across engines."""
-    spec = jtable.specs().get(spec_id)
-    if spec is None or spec.isUnpartitioned():
-        return ""
-    return str(spec.partitionToPath(partition))
+def rewrite_group_namer(spark, jtable):
+    """``name(spec_id, partition) -> path``: the rewrite file group a data file belongs to.
+
+    The one owner of partition identity in the rewrite job. Iceberg's rewrite planner groups
+    files by the *current* spec: a file of the current spec by its own partition, a file of
+    any older spec under the current spec's all-null partition (``ts_hour=null/...``), since
+    its rows may belong to several current partitions. Naming the files a commit removed any
+    other way (by their own spec) never matches the groups. The all-null path is computed
+    once: this runs once per rewritten file.
+    """
+    spec = jtable.spec()
+    current = int(spec.specId())
+    if spec.isUnpartitioned():
+        return lambda spec_id, partition: ""
+    empty = spark.sparkContext._jvm.org.apache.iceberg.data.GenericRecord.create(spec.partitionType())
+    all_null = str(spec.partitionToPath(empty))
+
+    def name(spec_id: int, partition) -> str:
+        return str(spec.partitionToPath(partition)) if int(spec_id) == current else all_null
+
+    return name
 
 
 def java_string_array(spark, values: list[str]):

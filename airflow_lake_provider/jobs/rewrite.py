@@ -3,7 +3,7 @@
 Args (JSON): ``table``, ``planned_snapshot_id``, ``partitions`` (``[{"spec_id", "partition":
 {field: value}}]`` or null for the whole table), ``strategy`` (binpack / sort / zorder),
 ``sort_order`` ("col [ASC|DESC] [NULLS FIRST|LAST], ..."), ``zorder_columns``, ``options``
-(Iceberg rewrite options), ``rewrite_position_deletes``, ``rewrite_manifests`` and
+(Iceberg rewrite options), ``rewrite_position_deletes`` (limited to the same partitions), ``rewrite_manifests`` and
 ``snapshot_properties`` (put on every commit, so a retried task can find its own work),
 ``max_attempts`` (default 3) and ``retry_backoff_seconds`` (default 2, doubled per retry).
 
@@ -105,21 +105,17 @@ def _sort_order(spark, jtable, text: str | None):
 
 
 def _removed_by_partition(spark, jtable, snapshots) -> dict[str, int]:
-    """Data files the snapshots removed, counted by partition path.
+    """Data files the snapshots removed, counted by the rewrite group they belong to.
 
-    One py4j round trip costs about 0.1 ms and this loop runs once per rewritten file, so the
-    specs are looked up once, not per file (2,000 files: 1.2 s -> 0.7 s, profiled).
+    Named by :func:`iceberg.rewrite_group_namer`, like the groups they are checked against (files
+    of older specs belong to the current spec's all-null group). One py4j round trip costs about
+    0.1 ms and this loop runs once per rewritten file, so the namer resolves the spec once.
     """
-    specs: dict[int, Any] = {}
+    name = iceberg.rewrite_group_namer(spark, jtable)
     counts: dict[str, int] = {}
     for snapshot in snapshots:
         for data_file in snapshot.removedDataFiles(jtable.io()):
-            spec_id = int(data_file.specId())
-            if spec_id not in specs:
-                spec = jtable.specs().get(spec_id)
-                specs[spec_id] = None if spec is None or spec.isUnpartitioned() else spec
-            spec = specs[spec_id]
-            key = "" if spec is None else str(spec.partitionToPath(data_file.partition()))
+            key = name(data_file.specId(), data_file.partition())
             counts[key] = counts.get(key, 0) + 1
     return counts
 
@@ -146,15 +142,16 @@ def _planned_files_by_partition(spark, jtable, start: int, expression, options: 
         iterator = groups.iterator()
         while iterator.hasNext():
             group = iterator.next()
-            key = iceberg.partition_path(jtable, int(jtable.spec().specId()), group.info().partition())
+            key = _group_path(spark, jtable, group.info())
             counts[key] = counts.get(key, 0) + int(group.inputFileNum())
     finally:
         groups.close()
     return counts
 
 
-def _group_path(jtable, info) -> str:
-    return iceberg.partition_path(jtable, int(jtable.spec().specId()), info.partition())
+def _group_path(spark, jtable, info) -> str:
+    """A file group's partition (always of the current spec), named like its files."""
+    return iceberg.rewrite_group_namer(spark, jtable)(jtable.spec().specId(), info.partition())
 
 
 def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], expression) -> dict[str, Any]:
@@ -182,7 +179,7 @@ def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], ex
     result = action.execute()
     groups = [
         {
-            "partition": _group_path(jtable, group.info()),
+            "partition": _group_path(spark, jtable, group.info()),
             "global_index": int(group.info().globalIndex()),
             "rewritten_data_files": int(group.rewrittenDataFilesCount()),
             "added_data_files": int(group.addedDataFilesCount()),
@@ -191,7 +188,7 @@ def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], ex
         for group in result.rewriteResults()
     ]
     failed = [
-        {"partition": _group_path(jtable, f.info()), "global_index": int(f.info().globalIndex()),
+        {"partition": _group_path(spark, jtable, f.info()), "global_index": int(f.info().globalIndex()),
          "data_files": int(f.dataFilesCount()), "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
         for f in result.rewriteFailures()
     ]
@@ -290,12 +287,18 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
             for key, value in (args.get("position_delete_options") or {"rewrite-all": "true"}).items():
                 pd_action = pd_action.option(str(key), str(value))
+            if expression is not None:
+                # The data rewrite's partitions only: a backfill of one day leaves the other days'
+                # delete files as they are (rewrite-all alone would rewrite every one of them).
+                pd_action = pd_action.filter(expression)
             return pd_action.execute(), "committed", None
 
         pd = _retrying(rewrite_position_deletes, label="rewrite position deletes", **retry)
         position_deletes = {
+            "scope": "planned partitions" if expression is not None else "whole table",
             "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
             "added_delete_files": int(pd.addedDeleteFilesCount()),
+            "rewritten_bytes": int(pd.rewrittenBytesCount()),
         }
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None

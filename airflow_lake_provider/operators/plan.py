@@ -61,10 +61,12 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param max_files: budget: at most this many input files per run (the rest next run).
     :param max_bytes: budget: at most this many input bytes per run.
     :param skip_rewrite_when_empty: skip the downstream rewrite tasks when the plan is empty.
-    :param scope: ``auto`` (default): scheduled and backfill runs plan only the partitions of
-        their data interval (the table's time partition: hour/day/month/year transform, or
-        identity on a date column); manual runs plan the whole table. ``interval``: always the
-        interval. ``table``: never scope. ``partition_filter`` is applied on top.
+    :param scope: ``auto`` (default): a run with a data interval (scheduled, backfill, or manual
+        for a logical date on a scheduled DAG) plans only the partitions of that interval (the
+        table's time partition: hour/day/month/year transform, or identity on a date column); a
+        run without one plans the whole table (see :meth:`interval_scope`). ``interval``: always
+        the interval (a run without one fails). ``table``: never scope. ``partition_filter`` is
+        applied on top.
     :param include_file_paths: put every planned file's path in the XCom (off by default: the
         rewrite needs only the partitions, and XCom is no place for a million paths).
     :param engine: ``pyiceberg`` plans in the Airflow worker (no JVM: fast for small and medium
@@ -139,18 +141,24 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         return options
 
     def interval_scope(self, table, context: Any) -> str | None:
-        """The data interval's partition filter, when this run should be scoped to it."""
+        """The data interval's partition filter, when this run should be scoped to it.
+
+        The rule (``scope="auto"``) is the run's data interval: a run that has one (scheduled,
+        backfill, or manual for a chosen logical date on an interval timetable) plans those
+        partitions, as the user asked for that interval; a run that has none (manual without a
+        logical date, or any run of a DAG without a schedule, whose interval is empty) plans the
+        whole table. The run type plays no part: a manual run of a day is that day.
+        """
         if self.scope not in SCOPES:
             raise LakeConfigError(f"scope must be one of {', '.join(SCOPES)}; got {self.scope!r}.")
         if self.scope == "table":
             return None
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
-        run_type = str(getattr(context.get("dag_run"), "run_type", "") or "").lower()
-        has_interval = start is not None and end is not None and end > start
-        if self.scope == "auto" and not (has_interval and run_type.endswith(("scheduled", "backfill"))):
+        if start is None or end is None or end <= start:
+            if self.scope == "interval":
+                raise LakeConfigError("scope='interval' needs a run with a data interval (a scheduled or backfill run, "
+                                      "or a manual run triggered for a logical date on a scheduled DAG).")
             return None
-        if not has_interval:
-            raise LakeConfigError("scope='interval' needs a run with a data interval (a scheduled or backfill run).")
         scoped = interval_filter(partition_fields_of(table), start, end)
         if scoped is None:
             self.log.info("%s has no time partition: planning the whole table.", self.table_identifier.dotted)

@@ -35,8 +35,9 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     :param max_commits: ``partial-progress.max-commits``.
     :param use_starting_sequence_number: ``use-starting-sequence-number`` (Iceberg default true).
     :param max_concurrent_file_group_rewrites: ``max-concurrent-file-group-rewrites``.
-    :param rewrite_position_deletes: also rewrite position delete files (``rewrite-all``) in the
-        same application: drops deletes made dangling by the rewrite, merges small ones.
+    :param rewrite_position_deletes: also rewrite the position delete files of the planned
+        partitions (``rewrite-all``; the whole table when the rewrite is not limited to partitions)
+        in the same application: drops deletes made dangling by the rewrite, merges small ones.
     :param rewrite_manifests: also rewrite manifests in the same application.
     :param options: further Iceberg rewrite options, passed as they are.
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
@@ -163,6 +164,27 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         options.update({str(k): str(v) for k, v in (self.options or {}).items()})
         return options
 
+    def with_output_spec(self, table, options: dict[str, str]) -> dict[str, str]:
+        """``options`` with ``output-spec-id`` made explicit: the current spec unless one is given.
+
+        Iceberg 1.10 writes onto the current spec by default too (files of older specs are
+        regrouped onto it); naming the ID read here makes that visible in the XCom and keeps a
+        spec evolved while the task runs from changing where the rows land. A spec the table
+        does not have is refused before any JVM starts.
+        """
+        value = options.get("output-spec-id", table.spec().spec_id)
+        specs = sorted(table.specs())
+        try:
+            spec_id = int(value)
+        except (TypeError, ValueError):
+            spec_id = None
+        if spec_id not in specs:
+            raise LakeConfigError(
+                f"output-spec-id {value} is not a partition spec of {self.table_identifier.dotted}: its specs are "
+                f"{specs} (current: {table.spec().spec_id}). Leave it out to compact onto the current spec."
+            )
+        return {**options, "output-spec-id": str(spec_id)}
+
     def retry_settings(self) -> dict[str, Any]:
         return commit_retry_settings(self.max_commit_attempts, self.commit_retry_backoff_seconds)
 
@@ -172,6 +194,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         table = self.load_table()
         name = self.table_identifier.dotted
         options = self.iceberg_options(dict(table.properties), plan, [f.name for f in table.schema().fields])
+        options = self.with_output_spec(table, options)
         retry = self.retry_settings()
         before = table_state(table)
         planned_snapshot = plan["snapshot_id"] if plan else None
@@ -220,6 +243,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             },
         )
         result["planned_snapshot_id"] = planned_snapshot
+        result["output_spec_id"] = int(options["output-spec-id"])
         self.log.info(
             "Rewrote %s data files (%s bytes) into %s; removed %s delete files; commits %s; snapshot %s -> %s.",
             result["rewritten_data_files"], result["rewritten_bytes"], result["added_data_files"],
