@@ -48,3 +48,13 @@ class FakeTaskInstance:
 
     def xcom_push(self, key: str, value: object) -> None:
         self.pushed[key] = value
+
+
+def rows_by_spark(spark, table_name: str, catalog: str = "lake") -> list[tuple]:
+    """Every visible row as read by Spark (deletes of every kind applied), sorted: for tables PyIceberg cannot read."""
+    return sorted(tuple(row) for row in spark.table(f"{catalog}.{table_name}").collect())
+
+
+def rows_by_pyiceberg(table) -> list[tuple]:
+    """Every visible row as read by PyIceberg, sorted, in the shape of :func:`rows_by_spark`."""
+    return sorted(tuple(row.values()) for row in table.scan().to_arrow().to_pylist())
