@@ -227,7 +227,7 @@ def test_auto_engine_plans_equality_deletes_in_spark_and_the_summary_may_lack_to
     bare = type(snapshot)(**{**snapshot.model_dump(), "summary": {"operation": "overwrite"}})
     assert has_equality_deletes(table, bare) and not has_equality_deletes(table, table.snapshot_by_id(
         snapshot.parent_snapshot_id))
-    plan = IcebergRewritePlanOperator(task_id="plan", table=name, target_file_size_bytes=1024 * 1024,
+    plan = IcebergRewritePlanOperator(task_id="plan", table=name, target_file_size_bytes=1024 * 1024, min_input_files=2,
                                       delete_ratio_threshold=0.5, include_file_paths=True).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     assert plan["engine"] == "spark" and plan["totals"]["files"] == 8 and plan["totals"]["delete_files"] == 1
