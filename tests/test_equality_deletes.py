@@ -14,7 +14,7 @@ import pytest
 from airflow_lake_provider.demo_data import _batch, create_events_table
 from airflow_lake_provider.jobs import plan as plan_job
 from airflow_lake_provider.jobs.rewrite import _java_map
-from airflow_lake_provider.planning import RewriteOptions
+from airflow_lake_provider.planning import RewriteOptions, plan_table
 from equality_deletes import commit_equality_deletes
 
 
@@ -207,7 +207,10 @@ def test_pyiceberg_engine_refuses_equality_deletes_in_the_projects_words(spark, 
         op.execute({"ti": ti})
     assert isinstance(refused.value, LakeConfigError) and "equality delete files" in str(refused.value)
     assert ti.pushed["refused"] == str(refused.value)  # what the DAG's rewrite reads to skip itself
-    bad_input("IcebergRewritePlanOperator", "engine='pyiceberg' on a table with equality deletes", refused.value)
+    bad_input("IcebergRewritePlanOperator", "engine='pyiceberg' on a table with equality deletes", refused.value,
+              table_checked=True)
+    with pytest.raises(LakePlanRefused, match="which PyIceberg cannot plan"):  # not PyIceberg's raw ValueError
+        plan_table(lake_hook.load_table(name), table_name=name)
     assert (rows_by_spark(spark, name), lake_hook.load_table(name).current_snapshot().snapshot_id) == before
 
 
