@@ -191,7 +191,7 @@ def test_a_refused_plan_still_lets_expiry_and_clean_run_and_fails_the_run(airflo
 
 
 # -- routing: engine="auto" takes Spark, "pyiceberg" refuses before any JVM ----------------------
-def test_pyiceberg_engine_refuses_equality_deletes_in_the_projects_words(spark, lake_hook, namespace, bad_input):
+def test_pyiceberg_engine_and_dangling_delete_removal_refuse_equality_deletes(spark, lake_hook, namespace, bad_input):
     from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
     from lake_checks import FakeTaskInstance, rows_by_spark
@@ -211,6 +211,13 @@ def test_pyiceberg_engine_refuses_equality_deletes_in_the_projects_words(spark, 
               table_checked=True)
     with pytest.raises(LakePlanRefused, match="which PyIceberg cannot plan"):  # not PyIceberg's raw ValueError
         plan_table(lake_hook.load_table(name), table_name=name)
+    # Iceberg 1.10.2's dangling-delete removal brings back rows of global equality deletes: refused.
+    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+    rewrite = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, options={"remove-dangling-deletes": "true"})
+    rewrite.run_job = None
+    with pytest.raises(LakeConfigError, match="would bring deleted rows back"):
+        rewrite.execute({"ti": FakeTaskInstance(task_id="rewrite")})
     assert (rows_by_spark(spark, name), lake_hook.load_table(name).current_snapshot().snapshot_id) == before
 
 
