@@ -16,7 +16,7 @@ from airflow.sdk import DAG, Param, task
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
-from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from airflow_lake_provider.retention import CleanPolicy
 from airflow_lake_provider.scoping import before_first_day
@@ -107,6 +107,9 @@ def maintenance_chain(
     Snapshot IDs flow through XCom: the rewrite checks the plan's snapshot is still in the
     lineage, expiry and clean never remove what the rewrite (and expiry) produced. Expiry and
     clean run after a skipped rewrite (nothing to compact) under ``cleanup_trigger_rule``.
+    A refused plan (``LakePlanRefused``: the table holds something that cannot be planned as
+    asked) fails the plan task, the rewrite skips itself, expiry and clean still run, and a
+    ``plan_failed`` task fails the run so the refusal is seen.
     Returns the four tasks, for DAGs that put something in front of them.
     """
     common = {"table": "{{ params.table }}", "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id}
@@ -120,6 +123,9 @@ def maintenance_chain(
         task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
         sort_order="{{ params.sort_order }}", zorder_columns="{{ params.zorder_columns }}",
         rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
+        # Runs after a failed plan too: skips itself when the plan was refused, fails otherwise.
+        require_plan=True, plan_refusal=f"{{{{ ti.xcom_pull(task_ids='plan', key='{REFUSED_XCOM_KEY}') }}}}",
+        trigger_rule="none_skipped",
     )
     expire = IcebergExpireSnapshotsOperator(
         task_id="expire", **common,
@@ -139,6 +145,7 @@ def maintenance_chain(
         trigger_rule=cleanup_trigger_rule,
     )
     plan >> rewrite >> expire >> clean
+    plan >> _plan_failed()
     return plan, rewrite, expire, clean
 
 
@@ -157,6 +164,14 @@ def first_day_check(first_day: dt.datetime, *, setting: str):
             raise LakeConfigError(refusal)
 
     return check_interval()
+
+
+@task(task_id="plan_failed", trigger_rule="one_failed", retries=0)
+def _plan_failed(ti=None) -> None:
+    """Fail the run when the plan failed, also when expiry and clean ran after it: never a green run."""
+    refusal = ti.xcom_pull(task_ids="plan", key=REFUSED_XCOM_KEY)
+    raise RuntimeError(f"The plan was refused: {refusal} Expiry and clean ran." if refusal
+                       else "The plan task failed; its log says why.")
 
 
 def build_maintenance_dag(

@@ -11,6 +11,14 @@ class LakeConfigError(LakeError, ValueError):
     """A connection, option or parameter is invalid. Raised before any Spark starts."""
 
 
+class LakePlanRefused(LakeConfigError):
+    """The planner cannot plan this table as asked, because of what the table holds (not a typo).
+
+    The message says what to do. In the maintenance DAG a refused plan fails its task, the
+    rewrite skips itself, and expiry and clean still run on the table.
+    """
+
+
 class LakeTableNotFound(LakeError):
     """The named namespace or table does not exist in the catalog."""
 

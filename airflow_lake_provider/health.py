@@ -27,8 +27,12 @@ DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's history.expire.m
 
 # The score: 100 minus these penalties (docs/health-score.md explains each one).
 SMALL_FILES_MAX_PENALTY = 40  # scaled by the share of data files compaction would merge away
-DELETES_MAX_PENALTY = 30  # reached at a delete ratio of DELETES_FULL_PENALTY_RATIO
+DELETES_MAX_PENALTY = 30  # reached at a weighted delete ratio of DELETES_FULL_PENALTY_RATIO
 DELETES_FULL_PENALTY_RATIO = 0.10
+#: A row deleted by equality counts as this many position-deleted rows. From Amoro's health score
+#: (CommonPartitionEvaluator.getHealthScore): equality deletes cost 40 points at a ratio of the
+#: duplicate ratio (0.1), position deletes 20 points at twice it: 400 vs 100 points per unit ratio.
+EQUALITY_DELETE_ROW_WEIGHT = 4
 SNAPSHOTS_FREE = 100  # snapshots kept without penalty
 SNAPSHOTS_PER_POINT = 100  # then 1 point per this many more
 SNAPSHOTS_MAX_PENALTY = 10
@@ -48,6 +52,7 @@ class _Figures:
     position_delete_files: int
     equality_delete_files: int
     delete_records: int
+    equality_delete_records: int
 
     @property
     def average_file_bytes(self) -> int:
@@ -66,12 +71,25 @@ class _Figures:
         """Delete records (position and equality) per data record; 0 when there are no data records."""
         return self.delete_records / self.records if self.records else 0.0
 
+    @property
+    def weighted_delete_ratio(self) -> float:
+        """The delete ratio with each equality-deleted row counted ``EQUALITY_DELETE_ROW_WEIGHT`` times.
+
+        Readers apply a position delete by skipping a row they locate directly; an equality delete
+        they must compare against the key of every row of every older data file it applies to.
+        """
+        if not self.records:
+            return 0.0
+        position = self.delete_records - self.equality_delete_records
+        return (position + EQUALITY_DELETE_ROW_WEIGHT * self.equality_delete_records) / self.records
+
     def derived(self) -> dict[str, Any]:
         return {
             "average_file_bytes": self.average_file_bytes,
             "delete_files": self.delete_files,
             "small_file_ratio": round(self.small_file_ratio, 6),
             "delete_ratio": round(self.delete_ratio, 6),
+            "weighted_delete_ratio": round(self.weighted_delete_ratio, 6),
         }
 
 
@@ -87,6 +105,7 @@ class FileStats(_Figures):
     position_delete_files: int = 0
     equality_delete_files: int = 0
     delete_records: int = 0
+    equality_delete_records: int = 0
 
     def add(self, data_file: Any, small_limit: int) -> None:
         kind = data_file.content.name
@@ -101,6 +120,7 @@ class FileStats(_Figures):
         self.delete_records += data_file.record_count
         if kind == "EQUALITY_DELETES":
             self.equality_delete_files += 1
+            self.equality_delete_records += data_file.record_count
         else:
             self.position_delete_files += 1
 
@@ -164,6 +184,7 @@ class TableHealth(_Figures):
     oldest_snapshot_age_ms: int | None = None
     max_snapshot_age_ms: int = DEFAULT_MAX_SNAPSHOT_AGE_MS
     measured_at_ms: int = 0
+    equality_delete_records: int = 0
     by_partition: tuple[PartitionHealth, ...] = field(default=(), repr=False)
 
     @property
@@ -244,6 +265,7 @@ def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> T
         position_delete_files=total.position_delete_files,
         equality_delete_files=total.equality_delete_files,
         delete_records=total.delete_records,
+        equality_delete_records=total.equality_delete_records,
         snapshots=len(snapshots),
         oldest_snapshot_ms=oldest,
         partitions=sum(1 for p in by_partition if p.stats.data_files),
@@ -273,10 +295,15 @@ def score_parts(health: TableHealth) -> list[ScorePart]:
             f"merge away (below {health.small_file_limit_bytes:,} bytes, 75% of the "
             f"{health.target_file_size_bytes:,}-byte target)", penalty))
     if health.delete_records:
-        penalty = round(DELETES_MAX_PENALTY * min(1.0, health.delete_ratio / DELETES_FULL_PENALTY_RATIO))
+        penalty = round(DELETES_MAX_PENALTY * min(1.0, health.weighted_delete_ratio / DELETES_FULL_PENALTY_RATIO))
+        equality = ""
+        if health.equality_delete_records:
+            equality = (f"; {health.equality_delete_records:,} of them by equality in "
+                        f"{health.equality_delete_files} files, each weighing {EQUALITY_DELETE_ROW_WEIGHT}x: "
+                        f"weighted ratio {health.weighted_delete_ratio:.2%}")
         parts.append(ScorePart(
             f"{health.delete_records:,} deleted rows in {health.delete_files} delete files against "
-            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}) are applied on every read",
+            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}{equality}) are applied on every read",
             penalty))
     penalty = _per_step(health.snapshots, SNAPSHOTS_FREE, SNAPSHOTS_PER_POINT, SNAPSHOTS_MAX_PENALTY)
     if penalty:

@@ -39,7 +39,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any
 
-from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
+from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused, LakeSnapshotError
 
 #: Iceberg's ``TableProperties.WRITE_TARGET_FILE_SIZE_BYTES(_DEFAULT)``.
 WRITE_TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
@@ -642,6 +642,14 @@ def _is_file_scoped(delete_file: Any) -> bool:
     return lower is not None and lower == upper
 
 
+def equality_deletes_refusal(table_name: str, snapshot_id: int | None) -> LakePlanRefused:
+    """The error for planning a snapshot with equality deletes in the worker: PyIceberg cannot."""
+    return LakePlanRefused(
+        f"{table_name} has equality delete files at snapshot {snapshot_id} (written by Flink upserts or CDC), "
+        "which PyIceberg cannot plan: plan it with engine='spark' or engine='auto' (Iceberg's own planner, in Spark)."
+    )
+
+
 def parse_partition_filter(table: Any, partition_filter: str | None) -> Any:
     """The PyIceberg expression of a filter string (``AlwaysTrue`` when empty), checked against the schema.
 
@@ -681,6 +689,9 @@ def plan_table(
     Iceberg's planner the filter selects whole files (no residuals). An unparsable filter or
     one naming an unknown column raises :class:`LakeConfigError` before anything else runs.
     """
+    # Imported here: this module also ships to Spark (jobs), where only its pure part is used.
+    from airflow_lake_provider.snapshots import has_equality_deletes
+
     options = options or RewriteOptions.from_table_properties(dict(table.properties))
     options.validate()
     row_filter = parse_partition_filter(table, partition_filter)
@@ -692,6 +703,8 @@ def plan_table(
         snapshot_id = current.snapshot_id
     elif table.snapshot_by_id(snapshot_id) is None:
         raise LakeSnapshotError(f"Snapshot {snapshot_id} is not part of the history of table {table_name or table}.")
+    if has_equality_deletes(table, table.snapshot_by_id(snapshot_id)):
+        raise equality_deletes_refusal(table_name or str(table), snapshot_id)
 
     specs = table.specs()
     current_spec = table.spec()
@@ -728,6 +741,7 @@ __all__ = [
     "RewriteOptions",
     "RewritePlan",
     "apply_budget",
+    "equality_deletes_refusal",
     "expected_output_files",
     "parse_partition_filter",
     "plan_document",

@@ -53,6 +53,28 @@ def summary_int(snapshot, key: str) -> int:
     return int((summary.get(key) if summary is not None else None) or 0)
 
 
+def has_equality_deletes(table, snapshot=None) -> bool:
+    """Whether ``snapshot`` (default: the current one) holds live equality delete files.
+
+    From the summary's ``total-equality-deletes`` when the writer kept it; otherwise from the
+    entries of the delete manifests only (a table without deletes has none to open). PyIceberg
+    cannot plan or read such a snapshot; Iceberg's Java planner (Spark) can.
+    """
+    snapshot = table.current_snapshot() if snapshot is None else snapshot
+    if snapshot is None:
+        return False
+    summary = snapshot.summary
+    if summary is not None and summary.get("total-equality-deletes") is not None:
+        return int(summary["total-equality-deletes"]) > 0
+    from pyiceberg.manifest import DataFileContent, ManifestContent
+
+    return any(
+        entry.data_file.content == DataFileContent.EQUALITY_DELETES
+        for manifest in snapshot.manifests(table.io) if manifest.content == ManifestContent.DELETES
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+    )
+
+
 def table_state(table) -> dict[str, Any]:
     """Headline figures of the current snapshot, from its summary totals (no manifest is read)."""
     current = table.current_snapshot()

@@ -25,13 +25,17 @@ def commit_equality_deletes(
     partition_path: str | None = None,
     pyiceberg_table=None,
     spec_id: int | None = None,
+    with_metrics: bool = False,
 ) -> int:
     """Commit one equality delete file deleting every row whose key columns equal one of ``keys``.
 
     ``keys`` are dicts of the same columns (the equality field IDs); ``partition_path`` (e.g.
     ``"day=2026-01-01"``) scopes the delete file to one partition of a partitioned spec, as a
     Flink writer does; ``None`` writes it under ``spec_id`` (default: the current spec) with no
-    partition, which on an unpartitioned spec is a global delete. Returns the new snapshot ID.
+    partition, which on an unpartitioned spec is a global delete. ``with_metrics`` records the
+    file's column metrics (value and null counts, lower/upper bounds of the key columns) as Flink
+    does, which lets planners skip data files whose key ranges it cannot touch. Returns the new
+    snapshot ID.
     """
     from pyiceberg.io.pyarrow import schema_to_pyarrow
 
@@ -66,6 +70,10 @@ def commit_equality_deletes(
         .withFileSizeInBytes(size)
         .withRecordCount(len(keys))
     )
+    if with_metrics:
+        metrics = jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(
+            jtable.io().newInputFile(path), jvm.org.apache.iceberg.MetricsConfig.forTable(jtable))
+        builder = builder.withMetrics(metrics)
     if partition_path is not None:
         builder = builder.withPartitionPath(partition_path)
     jtable.newRowDelta().addDeletes(builder.build()).commit()

@@ -82,3 +82,13 @@ def live_delete_files_by_partition(table) -> dict[str, set[str]]:
                 key = "/".join(f"{f.name}={entry.data_file.partition[i]}" for i, f in enumerate(spec.fields))
                 found.setdefault(key, set()).add(entry.data_file.file_path)
     return found
+
+
+def rows_by_spark(spark, table_name: str, catalog: str = "lake") -> list[tuple]:
+    """Every visible row as read by Spark (deletes of every kind applied), sorted: for tables PyIceberg cannot read."""
+    return sorted(tuple(row) for row in spark.table(f"{catalog}.{table_name}").collect())
+
+
+def rows_by_pyiceberg(table) -> list[tuple]:
+    """Every visible row as read by PyIceberg, sorted, in the shape of :func:`rows_by_spark`."""
+    return sorted(tuple(row.values()) for row in table.scan().to_arrow().to_pylist())

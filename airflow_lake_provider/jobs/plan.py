@@ -10,11 +10,18 @@ How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
 
 * **Files**: live entries (status not DELETED) of the snapshot's ``entries`` metadata table,
   without empty files (PyIceberg's metrics evaluator drops ``record_count == 0``).
-* **Delete files** (PyIceberg's ``DeleteFileIndex``): a position delete file whose ``file_path``
-  bounds are one path applies to that data file; any other applies to data files of the same
-  spec and partition, when its ``file_path`` bounds (if it has both) cover the data file's path.
-  Either way only when its data sequence number is >= the data file's. Equality deletes are
-  refused, as PyIceberg refuses them.
+* **Position delete files** (PyIceberg's and Iceberg's ``DeleteFileIndex``): one whose
+  ``file_path`` bounds are one path applies to that data file; any other applies to data files of
+  the same spec and partition, when its ``file_path`` bounds (if it has both) cover the data
+  file's path. Either way only when its data sequence number is >= the data file's.
+* **Equality delete files** (Iceberg 1.10's ``DeleteFileIndex``; PyIceberg refuses them): one
+  applies to a data file when its data sequence number is strictly greater than the data file's,
+  and it is *global* (its spec is unpartitioned: every data file of every spec) or of the same
+  spec and partition, and the column metrics of its equality fields do not rule the file out
+  (``canContainEqDeletesForFile``: null counts, then overlapping lower/upper bounds, compared on
+  the ``readable_metrics`` of top-level primitive columns; other fields are assumed to match, as
+  Iceberg does where it has no metrics). They count towards ``delete-file-threshold``, not towards
+  ``delete-ratio-threshold`` (not file-scoped), as in ``BinPackRewriteFilePlanner``.
 * **Order** (bin packing is order-sensitive): PyIceberg yields files in manifest-list order,
   then entry order within a manifest. Each entry's manifest is ``input_file_name()`` (Iceberg
   reads one manifest per task, whole and in order); its index in the manifest list plus a
@@ -47,11 +54,7 @@ from airflow_lake_provider.planning import (
 
 # Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
 DELETE_FILE_PATH_FIELD_ID = 2147483546
-_DATA, _POSITION_DELETES = 0, 1
-
-
-class EqualityDeletesNotSupported(Exception):
-    """The table has equality delete files, which PyIceberg's planner refuses too."""
+_DATA, _POSITION_DELETES, _EQUALITY_DELETES = 0, 1, 2
 
 
 def _normalised_partition(entries) -> str:
@@ -77,9 +80,20 @@ def _normalised_partition(entries) -> str:
     return f"named_struct({', '.join(parts)})"
 
 
-def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: list[str], inclusive: str | None):
-    """Live, non-empty entries of the snapshot with what planning needs, each with its scan order."""
+def _metric_column(field_id: int) -> str:
+    return f"metrics_{field_id}"
+
+
+def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: list[str], inclusive: str | None,
+               metric_fields: dict[int, tuple[str, bool]]):
+    """Live, non-empty entries of the snapshot with what planning needs, each with its scan order.
+
+    ``metric_fields`` (field id -> (column name, required)) adds each column's readable metrics,
+    which matching equality deletes needs; empty when the snapshot has none.
+    """
     entries = spark.read.option("snapshot-id", snapshot_id).table(f"{catalog}.{table}.entries")
+    metrics = [f"readable_metrics.`{name}` AS {_metric_column(field_id)}"
+               for field_id, (name, _) in metric_fields.items()]
     rows = entries.where("status != 2 AND data_file.record_count != 0").selectExpr(
         "data_file.content AS content",
         "data_file.file_path AS path",
@@ -91,6 +105,9 @@ def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: lis
         f"CAST(data_file.lower_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS lower",
         f"CAST(data_file.upper_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS upper",
         "data_file.referenced_data_file AS referenced",
+        "data_file.equality_ids AS equality_ids",
+        "(data_file.lower_bounds IS NOT NULL AND data_file.upper_bounds IS NOT NULL) AS has_bounds",
+        *metrics,
         "input_file_name() AS manifest",
         "monotonically_increasing_id() AS row_id",  # increases within a manifest: one task reads it whole
     )
@@ -100,11 +117,70 @@ def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: lis
     return rows.join(order.hint("broadcast"), "manifest")
 
 
-def _deletes_per_data_file(rows):
-    """Per data file path: the position delete files that apply, and their file-scoped row count."""
+def _equality_delete_may_apply(field_id: int, required: bool) -> str:
+    """Iceberg's ``DeleteFileIndex.canContainEqDeletesForFile`` for one equality field, in Spark SQL.
+
+    ``metrics_<id>`` is the data file's readable metrics of the column, ``d_metrics_<id>`` the
+    delete file's; ``has_bounds``/``d_has_bounds`` whether each file has bound maps at all.
+    True unless the null counts or the bounds prove the delete file cannot hold a key of the file.
+    """
+    data, delete = _metric_column(field_id), f"d_{_metric_column(field_id)}"
+
+    def contains_null(m: str) -> str:
+        return "false" if required else f"coalesce({m}.null_value_count > 0, true)"
+
+    def all_null(m: str) -> str:
+        return "false" if required else f"coalesce({m}.null_value_count = {m}.value_count, false)"
+
+    def all_non_null(m: str) -> str:
+        return "true" if required else f"coalesce({m}.null_value_count <= 0, false)"
+
+    return (
+        f"CASE WHEN ({contains_null(data)} AND {contains_null(delete)}) THEN true "
+        f"WHEN ({all_null(data)} AND {all_non_null(delete)}) THEN false "
+        f"WHEN ({all_null(delete)} AND {all_non_null(data)}) THEN false "
+        "WHEN NOT (has_bounds AND d_has_bounds) THEN true "
+        f"WHEN {data}.lower_bound IS NULL OR {data}.upper_bound IS NULL OR {delete}.lower_bound IS NULL "
+        f"OR {delete}.upper_bound IS NULL THEN true "
+        f"ELSE ({delete}.lower_bound <= {data}.upper_bound AND {data}.lower_bound <= {delete}.upper_bound) END"
+    )
+
+
+def _equality_matches(data, rows, metric_fields: dict[int, tuple[str, bool]], global_spec_ids: list[int]):
+    """(data path, equality delete path) pairs by Iceberg's rules (see the module docstring)."""
     from pyspark.sql import functions as F
 
-    data = rows.where(f"content = {_DATA}").select("path", "spec_id", F.to_json("part").alias("pkey"), "seq")
+    metric_columns = [_metric_column(field_id) for field_id in metric_fields]
+    deletes = rows.where(f"content = {_EQUALITY_DELETES}").selectExpr(
+        "path AS d_path", "spec_id AS d_spec", "to_json(part) AS d_pkey", "seq AS d_seq",
+        "equality_ids AS d_equality_ids", "has_bounds AS d_has_bounds",
+        *[f"{column} AS d_{column}" for column in metric_columns],
+        f"spec_id IN ({', '.join(map(str, global_spec_ids)) or 'NULL'}) AS is_global",
+    )
+    # Every equality field of the delete file must leave the file possible (fields without
+    # readable metrics, e.g. nested ones, are assumed to match, as Iceberg does without stats).
+    metrics_allow = " AND ".join(
+        f"(NOT array_contains(d_equality_ids, {field_id}) OR {_equality_delete_may_apply(field_id, required)})"
+        for field_id, (_, required) in metric_fields.items()
+    ) or "true"
+    newer = F.col("d_seq") > F.col("seq")
+    in_partition = data.join(
+        deletes.where("NOT is_global"),
+        (F.col("spec_id") == F.col("d_spec")) & (F.col("pkey") == F.col("d_pkey")) & newer,
+    )
+    global_ = data.join(F.broadcast(deletes.where("is_global")), newer)
+    return in_partition.unionByName(global_).where(metrics_allow).selectExpr("path", "d_path", "0 AS d_rows")
+
+
+def _deletes_per_data_file(rows, *, metric_fields: dict[int, tuple[str, bool]], global_spec_ids: list[int],
+                           with_equality: bool):
+    """Per data file path: the delete files that apply, and their file-scoped row count."""
+    from pyspark.sql import functions as F
+
+    data = rows.where(f"content = {_DATA}").selectExpr(
+        "path", "spec_id", "to_json(part) AS pkey", "seq", "has_bounds",
+        *[_metric_column(field_id) for field_id in metric_fields],
+    )
     deletes = rows.where(f"content = {_POSITION_DELETES}").selectExpr(
         "path AS d_path", "spec_id AS d_spec", "to_json(part) AS d_pkey", "seq AS d_seq", "lower", "upper",
         # Counted towards delete-ratio-threshold only when scoped to one file (planning._is_file_scoped).
@@ -120,9 +196,20 @@ def _deletes_per_data_file(rows):
         & (F.col("lower").isNull() | F.col("upper").isNull() | F.col("path").between(F.col("lower"), F.col("upper"))),
     )
     matches = by_path.unionByName(in_partition).select("path", "d_path", "d_rows")
+    if with_equality:
+        matches = matches.unionByName(_equality_matches(data, rows, metric_fields, global_spec_ids))
     return matches.groupBy("path").agg(
         F.sort_array(F.collect_list("d_path")).alias("delete_paths"), F.sum("d_rows").alias("delete_rows")
     )
+
+
+def _equality_metric_fields(jtable) -> dict[int, tuple[str, bool]]:
+    """Top-level primitive columns of the current schema: those ``readable_metrics`` has bounds for."""
+    return {
+        int(field.fieldId()): (str(field.name()), bool(field.isRequired()))
+        for field in jtable.schema().columns()
+        if field.type().isPrimitiveType()
+    }
 
 
 def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptions, include_files: bool,
@@ -169,19 +256,20 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     if snapshot is None:
         raise ValueError(f"Snapshot {snapshot_id} is not part of the history of table {table_name}.")
     summary = iceberg.summary(snapshot)
-    if int(summary.get("total-equality-deletes", "0")) > 0:
-        raise EqualityDeletesNotSupported(
-            f"{table_name} has equality delete files at snapshot {snapshot_id}; the planner does not support "
-            "them (neither does PyIceberg). Rewrite the table without planning (rewrite_data_files)."
-        )
+    # Summary totals may be missing (writers that do not keep them): then assume there are deletes.
+    with_equality = summary.get("total-equality-deletes", "1") != "0"
+    metric_fields = _equality_metric_fields(jtable) if with_equality else {}
+    global_spec_ids = sorted(int(k) for k, spec in dict(jtable.specs()).items() if spec.isUnpartitioned())
     manifests = [str(m.path()) for m in snapshot.allManifests(jtable.io())]
     spec_fields = {int(k): [str(f.name()) for f in spec.fields()] for k, spec in dict(jtable.specs()).items()}
     current_spec_id = int(jtable.spec().specId())
 
-    rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, predicates.get("inclusive"))
+    rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, predicates.get("inclusive"), metric_fields)
     data = rows.where(f"content = {_DATA}").selectExpr("*", f"({predicates.get('strict') or 'true'}) AS aligned")
     if summary.get("total-delete-files", "1") != "0":  # the join costs a shuffle: skip it when there is nothing to join
-        data = data.join(_deletes_per_data_file(rows), "path", "left")
+        deletes = _deletes_per_data_file(rows, metric_fields=metric_fields, global_spec_ids=global_spec_ids,
+                                         with_equality=with_equality)
+        data = data.join(deletes, "path", "left")
     else:
         data = data.selectExpr("*", "CAST(NULL AS ARRAY<STRING>) AS delete_paths", "CAST(NULL AS BIGINT) AS delete_rows")
     # Distribution key: a partition of the current spec, or NULL for all files of other specs

@@ -312,16 +312,20 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             "added_manifests": len(list(rm.addedManifests())),
         }
 
+    commits = ours()
     return {
         "table": table_name,
         "snapshot_id_before": before,
         # Only snapshots carrying this run's lake.rewrite-id: never another writer's commit.
-        "committed_snapshot_ids": [int(s.snapshotId()) for s in ours()],
+        "committed_snapshot_ids": [int(s.snapshotId()) for s in commits],
         "snapshot_id_after": iceberg.current_snapshot_id(jtable),
         "rewritten_data_files": sum(g["rewritten_data_files"] for g in kept),
         "added_data_files": sum(g["added_data_files"] for g in kept),
         "rewritten_bytes": sum(g["rewritten_bytes"] for g in kept),
         "removed_delete_files": removed_delete_files,
+        # Iceberg's commit drops equality deletes older than every live data file (table-wide).
+        "removed_equality_delete_files": sum(
+            int(iceberg.summary(s).get("removed-equality-delete-files", "0")) for s in commits),
         "groups": kept,
         "failed_groups": failed_groups,
         "attempts": attempts,

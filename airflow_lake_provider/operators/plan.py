@@ -8,12 +8,17 @@ from typing import Any
 
 from airflow.sdk.bases.skipmixin import SkipMixin
 
-from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.partition_sql import spark_partition_predicates
-from airflow_lake_provider.planning import RewriteOptions, parse_partition_filter, plan_table
+from airflow_lake_provider.planning import (
+    RewriteOptions, equality_deletes_refusal, parse_partition_filter, plan_table,
+)
 from airflow_lake_provider.scoping import combine_filters, interval_filter, partition_fields_of
-from airflow_lake_provider.snapshots import summary_int
+from airflow_lake_provider.snapshots import has_equality_deletes, summary_int
+
+#: XCom key under which a refused plan leaves its message (the rewrite reads it and skips itself).
+REFUSED_XCOM_KEY = "refused"
 
 SCOPES = ("auto", "interval", "table")
 ENGINES = ("auto", "pyiceberg", "spark")
@@ -55,7 +60,11 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param max_file_size_bytes: files above are candidates (default 180% of target).
     :param min_input_files: a group needs this many files to be rewritten (default 5).
     :param max_file_group_size_bytes: largest group (default 100 GiB).
-    :param delete_file_threshold: files with at least this many deletes are candidates.
+    :param delete_file_threshold: files with at least this many delete files (position and
+        equality) are candidates.
+    :param delete_ratio_threshold: files whose deleted-row ratio is at least this are candidates
+        (Iceberg's default 0.3); only file-scoped position deletes and deletion vectors count, as
+        in Iceberg: equality deletes do not, since their rows cannot be known from metadata.
     :param rewrite_all: plan every file.
     :param partition_filter: PyIceberg row filter limiting the plan, e.g. ``day = '2026-01-01'``.
     :param max_files: budget: at most this many input files per run (the rest next run).
@@ -77,13 +86,18 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         ``AUTO_SPARK_MIN_DATA_FILES`` data files or ``AUTO_SPARK_MIN_MANIFESTS`` manifests. Both
         engines give the same plan. A ``partition_filter`` that cuts through partitions (a
         bound inside a day of a day-partitioned table) needs column metrics: ``spark`` then
-        fails and ``auto`` falls back to PyIceberg.
+        fails and ``auto`` falls back to PyIceberg. A snapshot with equality delete files
+        (Flink upserts, CDC) is planned in Spark by ``auto``; ``pyiceberg`` refuses it.
+
+    A plan that cannot be made because of what the table holds raises
+    :class:`~airflow_lake_provider.exceptions.LakePlanRefused` and leaves its message in the XCom
+    key ``refused``: the maintenance DAG's rewrite then skips itself and expiry and clean still run.
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "target_file_size_bytes", "min_file_size_bytes", "max_file_size_bytes", "min_input_files",
-        "max_file_group_size_bytes", "delete_file_threshold", "rewrite_all", "partition_filter",
+        "max_file_group_size_bytes", "delete_file_threshold", "delete_ratio_threshold", "rewrite_all", "partition_filter",
         "max_files", "max_bytes", "scope", "engine",
     )
 
@@ -96,6 +110,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         min_input_files: int | None = None,
         max_file_group_size_bytes: int | None = None,
         delete_file_threshold: int | None = None,
+        delete_ratio_threshold: float | None = None,
         rewrite_all: bool = False,
         partition_filter: str | None = None,
         max_files: int | None = None,
@@ -113,6 +128,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.min_input_files = min_input_files
         self.max_file_group_size_bytes = max_file_group_size_bytes
         self.delete_file_threshold = delete_file_threshold
+        self.delete_ratio_threshold = delete_ratio_threshold
         self.rewrite_all = rewrite_all
         self.partition_filter = partition_filter
         self.max_files = max_files
@@ -130,6 +146,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             "min_input_files": self.min_input_files,
             "max_file_group_size_bytes": self.max_file_group_size_bytes,
             "delete_file_threshold": self.delete_file_threshold,
+            "delete_ratio_threshold": self.delete_ratio_threshold,
             "rewrite_all": self.rewrite_all,
             "max_files": self.max_files,
             "max_bytes": self.max_bytes,
@@ -171,6 +188,12 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         snapshot = table.current_snapshot()
         if snapshot is None:
             return "pyiceberg"  # nothing to read: no reason to start a JVM
+        if has_equality_deletes(table, snapshot):
+            if self.engine == "pyiceberg":
+                raise equality_deletes_refusal(self.table_identifier.dotted, snapshot.snapshot_id)
+            self.log.info("%s has equality delete files: planning with Iceberg's planner in Spark.",
+                          self.table_identifier.dotted)
+            return "spark"
         if self.engine != "auto":
             return self.engine
         data_files = summary_int(snapshot, "total-data-files")
@@ -198,10 +221,21 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         if self.engine == "spark":
             raise LakeConfigError(f"{message}, which only engine='pyiceberg' reads. Use it, or a filter on "
                                   "partition boundaries.")
+        if has_equality_deletes(table):
+            raise LakePlanRefused(f"{message}, which only PyIceberg reads, and the table has equality delete files, "
+                                  "which only Spark plans. Give a filter on partition boundaries "
+                                  "(e.g. day = '2026-01-01'), or none.")
         self.log.warning("%s: planning with PyIceberg instead.", message)
         return None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        try:
+            return self.make_plan(context)
+        except LakePlanRefused as refusal:
+            context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value=str(refusal))
+            raise
+
+    def make_plan(self, context: Any) -> dict[str, Any]:
         table = self.load_table()
         engine = self.resolve_engine(table)
         options = self.rewrite_options(dict(table.properties))

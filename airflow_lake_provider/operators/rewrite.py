@@ -9,7 +9,9 @@ from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs.rewrite import parse_sort_order
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, commit_retry_settings, run_properties
 from airflow_lake_provider.planning import RewriteOptions
-from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, summary_int, table_state
+from airflow_lake_provider.snapshots import (
+    commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
+)
 
 STRATEGIES = ("binpack", "sort", "zorder")
 
@@ -40,6 +42,10 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         in the same application: drops deletes made dangling by the rewrite, merges small ones.
     :param rewrite_manifests: also rewrite manifests in the same application.
     :param options: further Iceberg rewrite options, passed as they are.
+    :param require_plan: fail when no plan arrives instead of rewriting the whole table (the
+        maintenance DAG sets it: its rewrite also runs after a failed plan, to skip itself).
+    :param plan_refusal: the refused plan's message (templated, the plan task's XCom key
+        ``refused``): when set, the rewrite skips itself, so expiry and clean still run.
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
         each retry plans the same partitions again from the current snapshot. After the last one
         the task fails with a message naming the conflict and what to do.
@@ -53,6 +59,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         "max_file_size_bytes", "min_input_files", "partial_progress", "max_commits",
         "use_starting_sequence_number", "max_concurrent_file_group_rewrites", "rewrite_position_deletes",
         "rewrite_manifests", "options", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
+        "plan_refusal",
     )
 
     def __init__(
@@ -77,6 +84,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         dry_run: bool = False,
         max_commit_attempts: int = 3,
         commit_retry_backoff_seconds: float = 2.0,
+        require_plan: bool = False,
+        plan_refusal: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -99,11 +108,22 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.dry_run = dry_run
         self.max_commit_attempts = max_commit_attempts
         self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
+        self.require_plan = require_plan
+        self.plan_refusal = plan_refusal
 
     # -- validation (no JVM) ------------------------------------------------------------------
     def _plan(self) -> dict[str, Any] | None:
+        if self.plan_refusal not in (None, "", "None"):
+            from airflow.sdk.exceptions import AirflowSkipException
+
+            raise AirflowSkipException(f"Not rewriting: the plan was refused. {self.plan_refusal}")
         plan = self.plan
         if plan in (None, "", "None"):
+            if self.require_plan:
+                raise LakeConfigError(
+                    "No plan arrived from the planning task (it failed, or its result was cleared): not rewriting "
+                    "the whole table without one. The plan task's log says why."
+                )
             return None
         if not isinstance(plan, dict) or "snapshot_id" not in plan or "groups" not in plan:
             raise LakeConfigError(
@@ -195,6 +215,15 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         name = self.table_identifier.dotted
         options = self.iceberg_options(dict(table.properties), plan, [f.name for f in table.schema().fields])
         options = self.with_output_spec(table, options)
+        if options.get("remove-dangling-deletes", "false").lower() == "true" and has_equality_deletes(table):
+            # Reproduced with Iceberg 1.10.2 (docs/safety.md): rows deleted by a global equality delete came back.
+            raise LakeConfigError(
+                "remove-dangling-deletes=true on a table with equality delete files would bring deleted rows back: "
+                "Iceberg's dangling-delete check drops a global equality delete (one written under an unpartitioned "
+                "spec) once no data file is left under that spec, although it still deletes rows of files under the "
+                "partitioned spec. Leave the option off: the rewrite's own commit already drops delete files older "
+                "than every live data file."
+            )
         retry = self.retry_settings()
         before = table_state(table)
         planned_snapshot = plan["snapshot_id"] if plan else None
