@@ -5,17 +5,17 @@ from __future__ import annotations
 import hashlib
 
 
-def table_fingerprint(table) -> tuple[int, str]:
-    """Row count and a checksum of every visible row (order-independent), read through PyIceberg."""
-    return _fingerprint(table.scan().to_arrow().to_pylist())
-
-
-def _fingerprint(rows: list[dict]) -> tuple[int, str]:
+def rows_fingerprint(rows: list[dict]) -> tuple[int, str]:
     """Row count and a checksum of ``rows`` that ignores their order, so any engine's read compares."""
     digest = hashlib.sha256()
     for text in sorted(repr(sorted(row.items())) for row in rows):
         digest.update(text.encode())
     return len(rows), digest.hexdigest()
+
+
+def table_fingerprint(table) -> tuple[int, str]:
+    """Row count and a checksum of every visible row, read through PyIceberg."""
+    return rows_fingerprint(table.scan().to_arrow().to_pylist())
 
 
 def live_files(table) -> dict[str, int]:
@@ -28,6 +28,19 @@ def live_files(table) -> dict[str, int]:
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             counts[entry.data_file.content.name] += 1
     return counts
+
+
+def live_deletion_vectors(table) -> int:
+    """Live deletion vectors (format v3: position deletes stored as Puffin blobs) of the current snapshot."""
+    snapshot = table.current_snapshot()
+    if snapshot is None:
+        return 0
+    return sum(
+        1
+        for manifest in snapshot.manifests(table.io)
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
+        if entry.data_file.content.name == "POSITION_DELETES" and entry.data_file.file_format.name == "PUFFIN"
+    )
 
 
 def removed_data_file_paths(table, snapshot_id: int) -> set[str]:
@@ -60,7 +73,7 @@ def spark_fingerprint(spark, table_name: str, *, snapshot_id: int | None = None,
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
         reader = reader.option("snapshot-id", str(snapshot_id))
-    return _fingerprint([row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()])
+    return rows_fingerprint([row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()])
 
 
 def files_by_spec(table) -> dict[int, int]:

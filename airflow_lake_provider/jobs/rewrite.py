@@ -3,7 +3,9 @@
 Args (JSON): ``table``, ``planned_snapshot_id``, ``partitions`` (``[{"spec_id", "partition":
 {field: value}}]`` or null for the whole table), ``strategy`` (binpack / sort / zorder),
 ``sort_order`` ("col [ASC|DESC] [NULLS FIRST|LAST], ..."), ``zorder_columns``, ``options``
-(Iceberg rewrite options), ``rewrite_position_deletes`` (limited to the same partitions), ``rewrite_manifests`` and
+(Iceberg rewrite options; ``use-starting-sequence-number`` defaults to false here, see
+:data:`SAFE_OPTION_DEFAULTS`), ``rewrite_position_deletes`` (limited to the same partitions),
+``rewrite_manifests`` and
 ``snapshot_properties`` (put on every commit, so a retried task can find its own work),
 ``max_attempts`` (default 3) and ``retry_backoff_seconds`` (default 2, doubled per retry).
 
@@ -32,6 +34,13 @@ _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
 REWRITE_ID_PROPERTY = "lake.rewrite-id"
 _DROPPED = "commit dropped (conflict with a concurrent commit)"
+# Options this job sets unless the caller does. Iceberg's default use-starting-sequence-number=true
+# gives the new files the starting snapshot's data sequence number and skips the check for
+# equality deletes committed meanwhile; Iceberg 1.10's commit may then drop such a delete as
+# "older than every data file" although it still applies to the new files, and the deleted rows
+# come back (apache/iceberg#10962; tests/test_concurrency_matrix.py race e). With false that
+# delete is a conflict, retried from the current snapshot, where the rewrite applies it.
+SAFE_OPTION_DEFAULTS = {"use-starting-sequence-number": "false"}
 
 
 class PlannedSnapshotGone(Exception):
@@ -157,7 +166,7 @@ def _group_path(spark, jtable, info) -> str:
 def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], expression) -> dict[str, Any]:
     """One attempt, planned from the table state ``jtable`` holds; returns its groups and shortfall."""
     start = jtable.currentSnapshot()
-    options = {str(k): str(v) for k, v in (args.get("options") or {}).items()}
+    options = {**SAFE_OPTION_DEFAULTS, **{str(k): str(v) for k, v in (args.get("options") or {}).items()}}
     strategy = args.get("strategy") or "binpack"
     partial = options.get("partial-progress.enabled", "false").lower() == "true"
     # The planner of sort and zorder is Spark's own (package-private); binpack's is public.

@@ -35,7 +35,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     :param strategy: ``binpack``, ``sort`` (``sort_order``, default the table's) or ``zorder`` (``zorder_columns``).
     :param partial_progress: commit file groups in several commits (``partial-progress.enabled``).
     :param max_commits: ``partial-progress.max-commits``.
-    :param use_starting_sequence_number: ``use-starting-sequence-number`` (Iceberg default true).
+    :param use_starting_sequence_number: ``use-starting-sequence-number``; default false, not
+        Iceberg's true: with true, an equality delete committed during the rewrite (Flink upserts)
+        can be dropped by the rewrite's commit and its rows come back (apache/iceberg#10962). With
+        false that delete is a commit conflict, retried. Set true only if no writer commits
+        equality deletes to the table.
     :param max_concurrent_file_group_rewrites: ``max-concurrent-file-group-rewrites``.
     :param rewrite_position_deletes: also rewrite the position delete files of the planned
         partitions (``rewrite-all``; the whole table when the rewrite is not limited to partitions)
