@@ -240,6 +240,11 @@ class RetentionDecision:
     reasons: dict[int, str] = field(default_factory=dict)
     removed_refs: dict[str, str] = field(default_factory=dict)
 
+    def explain(self) -> str:
+        """The decision for the task log: one line per snapshot (oldest first) and per removed ref."""
+        lines = [f"  snapshot {sid}: {why}" for sid, why in self.reasons.items()]  # in commit order
+        return "\n".join([*lines, *(f"  {why}" for why in self.removed_refs.values())])
+
     def to_dict(self) -> dict[str, Any]:
         """JSON-able form for XCom and logs (snapshot IDs as keys become strings, as JSON requires)."""
         return {
@@ -390,8 +395,11 @@ def _decide(
         return history.by_id[snapshot_id].timestamp_ms, snapshot_id
 
     kept = sorted((s.snapshot_id for s in history.snapshots if s.snapshot_id not in expire), key=order)
-    reasons = {i: "kept: " + "; ".join(dict.fromkeys(kept_reasons.get(i) or ["within policy"])) for i in kept}
-    reasons.update({i: "removed: " + removed_reasons[i] for i in expire})
+    reasons = {
+        i: ("removed: " + removed_reasons[i]) if i in expire
+        else "kept: " + "; ".join(dict.fromkeys(kept_reasons.get(i) or ["within policy"]))
+        for i in sorted(history.by_id, key=order)
+    }
     return RetentionDecision(tuple(sorted(expire, key=order)), tuple(kept), reasons, dict(removed_refs))
 
 

@@ -27,7 +27,7 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     assert files_before["DATA"] == 240 and files_before["POSITION_DELETES"] > 0
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+    run = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                              "clean_retained": 5, "orphan_older_than_hours": 72})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
@@ -64,7 +64,7 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     # Running it again is idempotent: nothing left to do, so no new snapshot and the same rows.
     history_before = [s.snapshot_id for s in table.snapshots()]
     current_before = table.current_snapshot().snapshot_id
-    again = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+    again = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                                "clean_retained": 5, "orphan_older_than_hours": 72})
     assert again.state == "success"
     assert again.get_task_instance("rewrite").state == "skipped"
@@ -97,7 +97,7 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
     before = (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()])
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "dry_run": True, "expire_older_than_hours": 0, "retain_last": 1,
+    run = dag.test(run_conf={"table": name, "dry_run": True, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                              "clean_policy": "KEEP_LATEST_COMMITS", "clean_retained": 4})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}

@@ -60,7 +60,7 @@ def test_both_faces_and_the_maintenance_dag_on_postgresql(pg_lake):
 
     # The DAG's default connection is the PostgreSQL catalog: every step goes through it.
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+    run = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                              "clean_retained": 5, "orphan_older_than_hours": 72})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
