@@ -24,7 +24,7 @@ from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperato
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from conftest import REPO
-from lake_checks import FakeTaskInstance, table_fingerprint
+from lake_checks import FakeTaskInstance, files_on_disk, table_fingerprint
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark_submit]
 KILLS: list[dict] = []
@@ -32,17 +32,6 @@ KILLS: list[dict] = []
 
 def _context(task_id: str) -> dict:
     return {"ti": FakeTaskInstance(task_id=task_id, run_id="manual__kills")}
-
-
-def _is_checksum(path: Path) -> bool:
-    """Hadoop's local file system writes ``.NAME.crc`` beside each file and deletes it with the file."""
-    return path.name.startswith(".") and path.name.endswith(".crc")
-
-
-def files_on_disk(table) -> set[str]:
-    """Files under the table location (Hadoop's checksum side files left out)."""
-    root = Path(urlsplit(table.location()).path)
-    return {str(p) for p in root.rglob("*") if p.is_file() and not _is_checksum(p)}
 
 
 def stray_checksums(table) -> list[str]:
