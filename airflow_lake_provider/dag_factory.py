@@ -67,14 +67,7 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
             [], type="array", items={"type": "string"}, title="Z-order columns (strategy zorder)",
             description="Columns to cluster by together, e.g. customer_id and region (one per line).",
         ),
-        "retain_last": Param(
-            1, type="integer", minimum=1, maximum=10000, title="Snapshots to keep at least",
-            description="Expiry never goes below this many snapshots of main.",
-        ),
-        "expire_older_than_hours": Param(
-            120, type="integer", minimum=0, maximum=24 * 3650, title="Expire snapshots older than (hours)",
-            description="Snapshots older than this are expired (Iceberg's default is 5 days = 120 h).",
-        ),
+        **retention_params(),
         "clean_policy": Param(
             CleanPolicy.KEEP_LATEST_COMMITS.value, enum=[p.value for p in CleanPolicy], title="Clean policy",
             description="Which snapshots the clean step keeps: the last N commits, the last N versions of every "
@@ -82,7 +75,8 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
         ),
         "clean_retained": Param(
             10, type="integer", minimum=1, maximum=100000, title="Clean policy N",
-            description="N for the clean policy (commits, versions or hours).",
+            description="N for the clean policy (commits, versions or hours). It never removes a snapshot the "
+            "table's own retention keeps, unless 'Override the table's retention' is ticked.",
         ),
         "orphan_older_than_hours": Param(
             72, type="integer", minimum=24, maximum=24 * 3650, title="Orphan files older than (hours)",
@@ -95,6 +89,40 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
     }
 
 
+def retention_params() -> dict[str, Param]:
+    """The form's retention fields: the table's own settings unless the override is ticked.
+
+    Empty fields mean "the table's"; a value applies only with the switch on (a value without
+    it fails the expire task with a sentence saying so), so a form default can never shorten the
+    time travel a table's owner asked for.
+    """
+    return {
+        "override_table_retention": Param(
+            False, type="boolean", title="Override the table's retention",
+            description="Off (default): expiry and clean keep what the table's owner set: its history.expire.* "
+            "properties and each branch's and tag's own retention (Iceberg's defaults where unset: keep 1 snapshot "
+            "and 5 days). On: the two fields below replace those rules for main, and the clean policy may remove "
+            "what they would keep. Other branches and tags always keep their own rules.",
+        ),
+        "retain_last": Param(
+            None, type=["null", "integer"], minimum=1, maximum=10000, title="Snapshots of main to keep (override)",
+            description="Empty: the table's own (history.expire.min-snapshots-to-keep). A number applies only with "
+            "'Override the table's retention' ticked: expiry then keeps at least this many snapshots of main.",
+        ),
+        "expire_older_than_hours": Param(
+            None, type=["null", "integer"], minimum=0, maximum=24 * 3650, title="Expire snapshots older than, hours (override)",
+            description="Empty: the table's own (history.expire.max-snapshot-age-ms). A number applies only with "
+            "'Override the table's retention' ticked: snapshots of main older than this are expired (0: all but "
+            "the snapshots kept above).",
+        ),
+    }
+
+
+# The form's hours as the operator's older_than: None (the table's own) stays None under native rendering.
+OLDER_THAN_FROM_PARAMS = ("{{ '%dh' % params.expire_older_than_hours if params.expire_older_than_hours is not none "
+                          "else none }}")
+
+
 def maintenance_chain(
     *,
     lake_conn_id: str = "lake_default",
@@ -105,7 +133,9 @@ def maintenance_chain(
     """``plan >> rewrite >> expire >> clean`` in the DAG being defined, set from its params form.
 
     Snapshot IDs flow through XCom: the rewrite checks the plan's snapshot is still in the
-    lineage, expiry and clean never remove what the rewrite (and expiry) produced. Expiry and
+    lineage, expiry and clean never remove what the rewrite (and expiry) left: the state it
+    produced and its last commit (see ``snapshot_ids_from``), so the files its earlier commit
+    still referenced (the old delete files) are reclaimed in the same run. Expiry and
     clean run after a skipped rewrite (nothing to compact) under ``cleanup_trigger_rule``.
     A refused plan (``LakePlanRefused``: the table holds something that cannot be planned as
     asked) fails the plan task, the rewrite skips itself, expiry and clean still run, and a
@@ -129,7 +159,8 @@ def maintenance_chain(
     )
     expire = IcebergExpireSnapshotsOperator(
         task_id="expire", **common,
-        older_than="{{ params.expire_older_than_hours }}h",
+        override_table_retention="{{ params.override_table_retention }}",
+        older_than=OLDER_THAN_FROM_PARAMS,
         retain_last="{{ params.retain_last }}",
         protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
         dry_run="{{ params.dry_run }}",
@@ -139,6 +170,7 @@ def maintenance_chain(
         task_id="clean", **common,
         policy="{{ params.clean_policy }}",
         retained="{{ params.clean_retained }}",
+        override_table_retention="{{ params.override_table_retention }}",
         protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
         orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
         dry_run="{{ params.dry_run }}",

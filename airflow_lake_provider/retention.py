@@ -1,17 +1,20 @@
-"""Retention policies resolved to the exact snapshot IDs to expire (pure logic, no Airflow, no Spark).
+"""Retention resolved to the exact snapshot IDs to expire (pure logic, no Airflow, no Spark).
 
 Iceberg's ``ExpireSnapshots`` has no "keep these IDs" option, and its age rule knows nothing of
 upstream work in flight. So every decision is taken here, from metadata, in the Airflow worker:
 the Spark job is then handed an explicit list of IDs and nothing else. Two users:
 
-* the expire step (:func:`resolve_expiry`): Iceberg's own ``older_than`` / ``retain_last`` /
-  explicit IDs;
+* the expire step (:func:`resolve_expiry`): by default the table's own retention, resolved exactly
+  as Iceberg's ``RemoveSnapshots`` does (the ``history.expire.*`` table properties and every ref's
+  ``min-snapshots-to-keep``, ``max-snapshot-age-ms``, ``max-ref-age-ms``); ``older_than`` /
+  ``retain_last`` only with ``override_table_retention``;
 * the clean step (:func:`resolve_clean_policy`): the Hudi cleaner's policies
-  (:class:`CleanPolicy`) applied to Iceberg snapshots.
+  (:class:`CleanPolicy`) applied to Iceberg snapshots, never beyond what the table's own retention
+  lets go unless ``override_table_retention``.
 
 Whatever the policy, a snapshot is never expired when it is the current snapshot, the head of a
-tag or a branch (savepoints), in the ancestry of a non-main branch (someone else's work), or in
-``protected_ids`` (pending work of upstream tasks).
+tag or branch that stays, or in ``protected_ids`` (pending work of upstream tasks). Every decision
+says, per snapshot and per removed ref, which rule kept or removed it.
 
 PyIceberg is imported only inside :func:`history_from_table`, so the policies can be unit-tested
 (and reasoned about) on hand-built histories.
@@ -39,6 +42,8 @@ _MIN_EPOCH_MS = 10**11
 __all__ = [
     "CleanPolicy",
     "RetentionDecision",
+    "RetentionRule",
+    "TableRetention",
     "SnapshotInfo",
     "SnapshotRef",
     "TableHistory",
@@ -50,6 +55,79 @@ __all__ = [
 
 
 # --------------------------------------------------------------------------- history model
+
+# Iceberg's TableProperties: the table-wide retention and its defaults (RemoveSnapshots).
+MIN_SNAPSHOTS_TO_KEEP = "history.expire.min-snapshots-to-keep"
+MAX_SNAPSHOT_AGE_MS = "history.expire.max-snapshot-age-ms"
+MAX_REF_AGE_MS = "history.expire.max-ref-age-ms"
+DEFAULT_MIN_SNAPSHOTS_TO_KEEP = 1
+DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * _HOUR_MS
+
+
+@dataclass(frozen=True)
+class RetentionRule:
+    """One retention setting as it was applied: Iceberg's name, its value, and where it came from.
+
+    ``str()`` is what the log and XCom show, e.g. ``max-snapshot-age-ms=2592000000 (30d, table
+    property)``, so a reader can find the setting that decided (``value=None`` means "forever").
+    """
+
+    name: str  # min-snapshots-to-keep, max-snapshot-age-ms, max-ref-age-ms
+    value: int | None
+    source: str  # "table property", "Iceberg default", "branch b's own setting", "override: retain_last"...
+
+    def __str__(self) -> str:
+        if self.value is None:
+            return f"{self.name}=forever ({self.source})"
+        if self.name.endswith("-ms"):
+            return f"{self.name}={self.value} ({_human_ms(self.value)}, {self.source})"
+        return f"{self.name}={self.value} ({self.source})"
+
+
+def _human_ms(ms: int) -> str:
+    """A duration as a person reads it at 2 a.m. (30d, 36h, 90m, 12s)."""
+    for unit, size in (("d", 24 * _HOUR_MS), ("h", _HOUR_MS), ("m", 60_000), ("s", 1000)):
+        if ms >= size:
+            value = ms / size
+            return f"{value:.0f}{unit}" if value == int(value) or value >= 10 else f"{value:.1f}{unit}"
+    return f"{ms}ms"
+
+
+@dataclass(frozen=True)
+class TableRetention:
+    """The table-wide retention: its ``history.expire.*`` properties, else Iceberg's defaults."""
+
+    min_snapshots_to_keep: RetentionRule = RetentionRule(
+        "min-snapshots-to-keep", DEFAULT_MIN_SNAPSHOTS_TO_KEEP, "Iceberg default")
+    max_snapshot_age_ms: RetentionRule = RetentionRule(
+        "max-snapshot-age-ms", DEFAULT_MAX_SNAPSHOT_AGE_MS, "Iceberg default")
+    max_ref_age_ms: RetentionRule = RetentionRule("max-ref-age-ms", None, "Iceberg default")
+
+    @classmethod
+    def from_properties(cls, properties: Mapping[str, str]) -> TableRetention:
+        """Read the three properties; a value Iceberg could not read either is a LakeConfigError."""
+        defaults = cls()
+
+        def rule(prop: str, default: RetentionRule) -> RetentionRule:
+            text = properties.get(prop)
+            if text is None:
+                return default
+            try:
+                value = int(str(text).strip())
+            except ValueError:
+                value = -1
+            if value < 0:
+                raise LakeConfigError(
+                    f"Table property {prop}={text!r} is not a whole number >= 0, so the table's retention cannot be "
+                    "read (Iceberg's own expiry would fail on it too). Fix it with ALTER TABLE ... SET TBLPROPERTIES."
+                )
+            return RetentionRule(default.name, value, "table property")
+
+        return cls(
+            rule(MIN_SNAPSHOTS_TO_KEEP, defaults.min_snapshots_to_keep),
+            rule(MAX_SNAPSHOT_AGE_MS, defaults.max_snapshot_age_ms),
+            rule(MAX_REF_AGE_MS, defaults.max_ref_age_ms),
+        )
 
 
 @dataclass(frozen=True)
@@ -67,20 +145,29 @@ class SnapshotInfo:
 
 @dataclass(frozen=True)
 class SnapshotRef:
-    """A named reference: a branch (``main`` included) or a tag."""
+    """A named reference: a branch (``main`` included) or a tag, with its own retention if set."""
 
     name: str
     snapshot_id: int
     ref_type: str  # "branch" or "tag"
+    min_snapshots_to_keep: int | None = None  # branches only
+    max_snapshot_age_ms: int | None = None  # branches only
+    max_ref_age_ms: int | None = None
+
+    def own_rule(self, name: str, fallback: RetentionRule) -> RetentionRule:
+        """This ref's own setting ``name`` (Iceberg spelling) when set, else ``fallback``."""
+        value = getattr(self, name.replace("-", "_"))
+        return fallback if value is None else RetentionRule(name, value, f"{self.ref_type} {self.name}'s own setting")
 
 
 @dataclass(frozen=True)
 class TableHistory:
-    """A table's snapshots and refs, detached from PyIceberg so policies are plain functions."""
+    """A table's snapshots, refs and retention settings, detached from PyIceberg so policies are plain functions."""
 
     snapshots: tuple[SnapshotInfo, ...]
     refs: tuple[SnapshotRef, ...]
     current_snapshot_id: int | None
+    retention: TableRetention = TableRetention()
 
     @cached_property
     def by_id(self) -> dict[int, SnapshotInfo]:
@@ -113,13 +200,12 @@ class TableHistory:
             ids.add(self.current_snapshot_id)
         return ids
 
-    def branch_ancestry_ids(self) -> set[int]:
-        """Every snapshot in the ancestry of a non-main branch: other branches are someone's work."""
-        ids: set[int] = set()
-        for ref in self.refs:
-            if ref.ref_type == "branch" and ref.name != MAIN_BRANCH:
-                ids.update(s.snapshot_id for s in self.ancestry(ref.snapshot_id))
-        return ids
+    def refs_with_main(self) -> list[SnapshotRef]:
+        """Every ref, main first; a table with a current snapshot but no main ref (old v1 metadata) gets one."""
+        refs = sorted(self.refs, key=lambda r: (r.name != MAIN_BRANCH, r.ref_type != "branch", r.name))
+        if self.current_snapshot_id is not None and not any(r.name == MAIN_BRANCH for r in refs):
+            refs.insert(0, SnapshotRef(MAIN_BRANCH, self.current_snapshot_id, "branch"))
+        return refs
 
     def _describe(self, snapshot_id: int) -> str:
         return f"snapshot {snapshot_id} (current snapshot: {self.current_snapshot_id})"
@@ -143,66 +229,187 @@ class CleanPolicy(str, Enum):
 
 @dataclass(frozen=True)
 class RetentionDecision:
-    """The exact snapshots to expire, and why every other snapshot stays."""
+    """The exact snapshots to expire and refs Iceberg removes, with the rule behind every one.
+
+    ``reasons`` has an entry for every snapshot, starting ``kept:`` or ``removed:``;
+    ``removed_refs`` maps each tag or branch that goes to why (``main`` never goes).
+    """
 
     expire_ids: tuple[int, ...]  # sorted ascending by timestamp
     kept_ids: tuple[int, ...]  # sorted ascending by timestamp
-    reasons: dict[int, str] = field(default_factory=dict)  # why each kept snapshot is kept
+    reasons: dict[int, str] = field(default_factory=dict)
+    removed_refs: dict[str, str] = field(default_factory=dict)
+
+    def explain(self) -> str:
+        """The decision for the task log: one line per snapshot (oldest first) and per removed ref."""
+        lines = [f"  snapshot {sid}: {why}" for sid, why in self.reasons.items()]  # in commit order
+        return "\n".join([*lines, *(f"  {why}" for why in self.removed_refs.values())])
 
     def to_dict(self) -> dict[str, Any]:
-        """JSON-able form for XCom and logs (reason keys become strings, as JSON requires)."""
+        """JSON-able form for XCom and logs (snapshot IDs as keys become strings, as JSON requires)."""
         return {
             "expire_ids": [int(i) for i in self.expire_ids],
             "kept_ids": [int(i) for i in self.kept_ids],
-            "reasons": {str(k): v for k, v in self.reasons.items()},
+            "kept": {str(i): self.reasons[i] for i in self.kept_ids},
+            "removed": {str(i): self.reasons[i] for i in self.expire_ids},
+            "removed_refs": dict(self.removed_refs),
         }
 
 
+@dataclass
+class _TableVerdicts:
+    """What Iceberg's RemoveSnapshots would keep and remove, each with its rules' words."""
+
+    kept: dict[int, list[str]]
+    removed: dict[int, str]
+    removed_refs: dict[str, str]
+    retained_refs: list[SnapshotRef]
+
+
+def _table_retention(
+    history: TableHistory,
+    now_ms: int,
+    *,
+    main_min: RetentionRule | None = None,
+    main_age: RetentionRule | None = None,
+    unreferenced_age: RetentionRule | None = None,
+    main_by_policy: bool = False,
+) -> _TableVerdicts:
+    """Iceberg's ``RemoveSnapshots.internalApply`` (core, 1.10) on ``history``, rule by rule.
+
+    1. Refs: ``main`` always stays; any other ref whose snapshot is older than its
+       ``max-ref-age-ms`` (its own, else the table's; default forever) or missing is removed.
+    2. Every remaining branch keeps its ancestry while fewer than ``min-snapshots-to-keep`` are
+       kept or the ancestor is not older than ``max-snapshot-age-ms`` (each: the branch's own,
+       else the table's), and stops at the first ancestor that meets neither.
+    3. Remaining tags keep their snapshot; snapshots on no remaining ref are kept while younger
+       than the table's ``max-snapshot-age-ms``. Everything else is removed.
+
+    The override replaces main's rules (``main_min``/``main_age``, over main's own settings too:
+    the user asked for main explicitly) and the age of snapshots on no ref (``unreferenced_age``);
+    other branches and tags keep their own rules whatever the override. ``main_by_policy`` leaves
+    main's ancestry and unreferenced snapshots undecided (neither kept nor removed here): a clean
+    policy decides them.
+    """
+    table = history.retention
+    retained: list[SnapshotRef] = []
+    removed_refs: dict[str, str] = {}
+    for ref in history.refs_with_main():
+        if ref.name == MAIN_BRANCH:
+            retained.append(ref)
+            continue
+        snapshot = history.by_id.get(ref.snapshot_id)
+        rule = ref.own_rule("max-ref-age-ms", table.max_ref_age_ms)
+        if snapshot is None:
+            removed_refs[ref.name] = f"{ref.ref_type} {ref.name} removed: its snapshot {ref.snapshot_id} no longer exists"
+        elif rule.value is not None and now_ms - snapshot.timestamp_ms > rule.value:
+            removed_refs[ref.name] = (f"{ref.ref_type} {ref.name} removed: {rule} exceeded (its snapshot "
+                                      f"{ref.snapshot_id} is {_human_ms(now_ms - snapshot.timestamp_ms)} old)")
+        else:
+            retained.append(ref)
+
+    kept: dict[int, list[str]] = {}
+    beyond: dict[int, str] = {}  # on a branch's ancestry but past its retention
+    on_a_ref: set[int] = set()
+    for ref in retained:  # heads first: the strongest reason reads first
+        if ref.name != MAIN_BRANCH or ref.snapshot_id != history.current_snapshot_id:
+            kept.setdefault(ref.snapshot_id, []).append(f"head of {ref.ref_type} {ref.name}")
+    for ref in retained:
+        if ref.ref_type != "branch":
+            on_a_ref.add(ref.snapshot_id)
+            continue
+        ancestry = history.ancestry(ref.snapshot_id)
+        is_main = ref.name == MAIN_BRANCH
+        if is_main and main_by_policy:
+            continue
+        on_a_ref.update(s.snapshot_id for s in ancestry)
+        min_rule = (is_main and main_min) or ref.own_rule("min-snapshots-to-keep", table.min_snapshots_to_keep)
+        age_rule = (is_main and main_age) or ref.own_rule("max-snapshot-age-ms", table.max_snapshot_age_ms)
+        cutoff = now_ms - int(age_rule.value or 0)
+        for count, snapshot in enumerate(ancestry):
+            if count < int(min_rule.value or 0):
+                kept.setdefault(snapshot.snapshot_id, []).append(f"branch {ref.name}, within {min_rule}")
+            elif snapshot.timestamp_ms >= cutoff:
+                kept.setdefault(snapshot.snapshot_id, []).append(f"branch {ref.name}, younger than {age_rule}")
+            else:
+                for older in ancestry[count:]:
+                    beyond.setdefault(older.snapshot_id, f"on branch {ref.name}, past {min_rule} and older than "
+                                                         f"{age_rule}")
+                break
+
+    removed: dict[int, str] = {}
+    gone_heads = {r.snapshot_id: r for r in history.refs if r.name in removed_refs}
+    age = unreferenced_age or table.max_snapshot_age_ms
+    policy_decides = {s.snapshot_id for s in history.main_ancestry()} if main_by_policy else set()
+    for snapshot in history.snapshots:
+        sid = snapshot.snapshot_id
+        if sid in kept or sid in policy_decides:
+            continue
+        if sid in on_a_ref:
+            removed[sid] = beyond[sid]
+        elif main_by_policy:
+            continue  # on no ref: the clean policy decides
+        elif snapshot.timestamp_ms >= now_ms - int(age.value or 0):
+            kept[sid] = [f"on no branch or tag, younger than {age}"]
+        else:
+            why = f"older than {age} and not referenced"
+            if sid in gone_heads:
+                why += f" ({gone_heads[sid].ref_type} {gone_heads[sid].name} was removed)"
+            removed[sid] = why
+    return _TableVerdicts(kept, removed, removed_refs, retained)
+
+
 def _safety_reasons(history: TableHistory, protected_ids: Iterable[int]) -> dict[int, str]:
-    """Snapshots no policy may expire, each with the reason(s) why.
+    """Snapshots no rule or policy may expire (current, protected), each with why.
+
+    Ref heads are kept by :func:`_table_retention` as Iceberg keeps them (a ref past its
+    ``max-ref-age-ms`` is removed in the same commit as the expiry, so its head is no longer held).
 
     Raises LakeSnapshotError for a protected ID the table does not have: the upstream step that
     produced it acted on another table, or the snapshot was expired under its feet; either way
     the caller's picture of the table is wrong and deciding on it would be unsafe.
     """
-    held: dict[int, list[str]] = {}
-
-    def add(snapshot_id: int, reason: str) -> None:
-        if snapshot_id in history.by_id and reason not in held.setdefault(snapshot_id, []):
-            held[snapshot_id].append(reason)
-
-    if history.current_snapshot_id is not None:
-        add(history.current_snapshot_id, "current")
-    for ref in sorted(history.refs, key=lambda r: (r.ref_type != "branch", r.name)):
-        if ref.ref_type == "branch" and ref.name == MAIN_BRANCH and ref.snapshot_id == history.current_snapshot_id:
-            continue  # already "current"
-        add(ref.snapshot_id, f"{ref.ref_type} '{ref.name}'")
-    for ref in sorted(history.refs, key=lambda r: r.name):
-        if ref.ref_type == "branch" and ref.name != MAIN_BRANCH:
-            for snapshot in history.ancestry(ref.snapshot_id)[1:]:  # the head already says "branch 'x'"
-                add(snapshot.snapshot_id, f"ancestor of branch '{ref.name}'")
+    held: dict[int, str] = {}
+    if history.current_snapshot_id is not None and history.current_snapshot_id in history.by_id:
+        held[history.current_snapshot_id] = "current snapshot"
     for snapshot_id in _ids(protected_ids, "protected_ids"):
         if snapshot_id not in history.by_id:
             raise LakeSnapshotError(
                 f"Protected {history._describe(snapshot_id)} is not in the table's history: it was expired already, "
                 "or it belongs to another table. Check which upstream result was passed as protected_snapshot_ids."
             )
-        add(snapshot_id, "protected")
-    return {k: ", ".join(v) for k, v in held.items()}
+        held[snapshot_id] = ", ".join(filter(None, (held.get(snapshot_id), "protected (pending work of an upstream task)")))
+    return held
 
 
 def _decide(
-    history: TableHistory, expire: set[int], safe: Mapping[int, str], policy_reasons: Mapping[int, str]
+    history: TableHistory,
+    expire: set[int],
+    kept_reasons: Mapping[int, list[str]],
+    removed_reasons: Mapping[int, str],
+    removed_refs: Mapping[str, str],
 ) -> RetentionDecision:
-    """Remove the never-expire snapshots from ``expire`` and explain every snapshot that stays."""
-    expire = expire - set(safe)
+    """Order the decision by time and word every snapshot's reason (``kept: ...`` / ``removed: ...``)."""
 
     def order(snapshot_id: int) -> tuple[int, int]:
         return history.by_id[snapshot_id].timestamp_ms, snapshot_id
 
     kept = sorted((s.snapshot_id for s in history.snapshots if s.snapshot_id not in expire), key=order)
-    reasons = {i: safe.get(i) or policy_reasons.get(i) or "within policy" for i in kept}
-    return RetentionDecision(tuple(sorted(expire, key=order)), tuple(kept), reasons)
+    reasons = {
+        i: ("removed: " + removed_reasons[i]) if i in expire
+        else "kept: " + "; ".join(dict.fromkeys(kept_reasons.get(i) or ["within policy"]))
+        for i in sorted(history.by_id, key=order)
+    }
+    return RetentionDecision(tuple(sorted(expire, key=order)), tuple(kept), reasons, dict(removed_refs))
+
+
+def _merge(*sources: Mapping[int, Any]) -> dict[int, list[str]]:
+    """Reasons from several rules, per snapshot, in the order given (safety first)."""
+    merged: dict[int, list[str]] = {}
+    for source in sources:
+        for sid, why in source.items():
+            merged.setdefault(sid, []).extend([why] if isinstance(why, str) else why)
+    return merged
 
 
 def _ids(values: Iterable[Any] | None, what: str) -> list[int]:
@@ -245,6 +452,7 @@ def resolve_clean_policy(
     *,
     now_ms: int,
     protected_ids: Iterable[int] = (),
+    override_table_retention: bool = False,
 ) -> RetentionDecision:
     """Resolve a Hudi cleaner policy on an Iceberg table into the snapshots to expire.
 
@@ -258,11 +466,45 @@ def resolve_clean_policy(
       ancestors from the window on, plus the newest older one, current when the window opened);
       expire older main ancestors and off-main snapshots older than the window.
 
-    Tags, branches, their ancestry on non-main branches and ``protected_ids`` are always kept.
+    By default a snapshot goes only if the policy AND the table's own retention both let it go:
+    the owner's settings are a floor no policy goes under. With ``override_table_retention`` the
+    policy alone decides main's history and snapshots on no ref; other branches and tags keep
+    their own rules in both cases. The current snapshot and ``protected_ids`` are always kept.
     """
     policy = _parse_policy(policy)
     retained = _positive_int(retained, "retained")
     safe = _safety_reasons(history, protected_ids)
+    policy_expire, policy_reasons = _policy_decision(history, policy, retained, now_ms)
+    label = f"{policy.value}={retained}"
+    table = _table_retention(history, now_ms, main_by_policy=override_table_retention)
+    expire: set[int] = set()
+    removed: dict[int, str] = {}
+    for snapshot in history.snapshots:
+        sid = snapshot.snapshot_id
+        if sid in safe or sid in table.kept:
+            continue
+        if sid in policy_expire:
+            if override_table_retention:
+                expire.add(sid)
+                removed[sid] = f"not kept by clean policy {label} (override_table_retention)"
+            elif sid in table.removed:
+                expire.add(sid)
+                removed[sid] = f"not kept by clean policy {label}, and the table's retention lets it go: {table.removed[sid]}"
+        elif override_table_retention and sid in table.removed:  # another branch's history, past its own rules
+            expire.add(sid)
+            removed[sid] = table.removed[sid]
+    policy_kept = {s.snapshot_id: [f"clean policy {label}: {policy_reasons.get(s.snapshot_id, 'does not remove it')}"]
+                   for s in history.snapshots if s.snapshot_id not in policy_expire}
+    policy_would = {sid: [f"the table's retention keeps it though clean policy {label} would not"]
+                    for sid in policy_expire if sid in table.kept and not override_table_retention}
+    kept = _merge(safe, policy_kept, table.kept, policy_would)
+    return _decide(history, expire, kept, removed, table.removed_refs)
+
+
+def _policy_decision(
+    history: TableHistory, policy: CleanPolicy, retained: int, now_ms: int
+) -> tuple[set[int], dict[int, str]]:
+    """The policy on its own: the snapshots it would expire, and why it keeps the ones it keeps."""
     main = history.main_ancestry()
     main_ids = {s.snapshot_id for s in main}
     expire: set[int] = set()
@@ -274,7 +516,7 @@ def resolve_clean_policy(
         if kept_main:
             horizon = kept_main[-1].timestamp_ms
             expire.update(s.snapshot_id for s in _unreferenced(history, main_ids) if s.timestamp_ms < horizon)
-        reasons.update({s.snapshot_id: f"within policy: one of the last {retained} commits" for s in kept_main})
+        reasons.update({s.snapshot_id: f"one of the last {retained} commits" for s in kept_main})
 
     elif policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
         if len(main) > 1 and not any(s.changed_partitions for s in main):
@@ -290,7 +532,7 @@ def resolve_clean_policy(
                 versions[partition] = versions.get(partition, 0) + 1
             if held:
                 shown = ", ".join(p or "<unpartitioned>" for p in held[:3]) + (" ..." if len(held) > 3 else "")
-                reasons[snapshot.snapshot_id] = f"within policy: latest {retained} version(s) of {shown}"
+                reasons[snapshot.snapshot_id] = f"latest {retained} version(s) of {shown}"
             elif snapshot.snapshot_id != history.current_snapshot_id:
                 expire.add(snapshot.snapshot_id)
         if main:
@@ -302,15 +544,15 @@ def resolve_clean_policy(
         opened_by: int | None = None  # the newest snapshot older than the window: current when it opened
         for snapshot in main:
             if snapshot.timestamp_ms >= window_start:
-                reasons[snapshot.snapshot_id] = f"within policy: current within the last {retained} h"
+                reasons[snapshot.snapshot_id] = f"current within the last {retained} h"
             elif opened_by is None:
                 opened_by = snapshot.snapshot_id
-                reasons[snapshot.snapshot_id] = f"within policy: current when the {retained} h window opened"
+                reasons[snapshot.snapshot_id] = f"current when the {retained} h window opened"
             else:
                 expire.add(snapshot.snapshot_id)
         expire.update(s.snapshot_id for s in _unreferenced(history, main_ids) if s.timestamp_ms < window_start)
 
-    return _decide(history, expire, safe, reasons)
+    return expire, reasons
 
 
 def _parse_policy(policy: CleanPolicy | str) -> CleanPolicy:
@@ -334,58 +576,58 @@ def resolve_expiry(
     history: TableHistory,
     *,
     now_ms: int,
+    override_table_retention: bool = False,
     older_than_ms: int | None = None,
     retain_last: int | None = None,
     snapshot_ids: Iterable[int] = (),
     protected_ids: Iterable[int] = (),
 ) -> RetentionDecision:
-    """Iceberg's expire_snapshots rule, decided here so that refs and pending work are honoured.
+    """What Iceberg's expire_snapshots would expire, decided here so that pending work is honoured.
 
-    Expires every snapshot older than ``older_than_ms`` (strictly, as Iceberg does) except the
-    newest ``retain_last`` (default 1) of main's ancestry, plus the explicit ``snapshot_ids``.
-    Explicit IDs that are missing, or held by the current snapshot, a ref, a non-main branch or
-    ``protected_ids``, raise LakeSnapshotError: the user asked for something impossible or unsafe,
-    and silently skipping it would hide that. ``now_ms`` is accepted for symmetry with
-    :func:`resolve_clean_policy`; cutoffs come already resolved (see :func:`parse_older_than`).
+    By default the table's own retention decides (:func:`_table_retention`: its ``history.expire.*``
+    properties and every ref's settings), and ``older_than_ms``/``retain_last`` must not be given:
+    a value that would silently replace the owner's settings is refused. With
+    ``override_table_retention`` they replace main's rules and the age of snapshots on no ref
+    (each ``None`` falls back to the table's); other branches and tags keep their own rules.
+
+    Explicit ``snapshot_ids`` are expired as well (as in Iceberg). Explicit IDs that are missing,
+    or held by the current snapshot, a ref that stays or ``protected_ids``, raise
+    LakeSnapshotError: the user asked for something impossible or unsafe, and silently skipping
+    it would hide that.
     """
-    explicit = _ids(snapshot_ids, "snapshot_ids")
-    if older_than_ms is None and not explicit:
+    if not override_table_retention and (older_than_ms is not None or retain_last is not None):
+        given = ", ".join(n for n, v in (("older_than", older_than_ms), ("retain_last", retain_last)) if v is not None)
         raise LakeConfigError(
-            "Nothing to decide: give older_than (a duration such as '7d' or a timestamp) and/or snapshot_ids."
+            f"{given} given, but the table's own retention applies (its history.expire.* properties and its refs' "
+            "settings). To apply your value instead, set override_table_retention=True (in the form: 'Override the "
+            f"table's retention'); to use the table's settings, leave {given} empty."
         )
-    retain_last = 1 if retain_last is None else _positive_int(retain_last, "retain_last")
+    explicit = _ids(snapshot_ids, "snapshot_ids")
+    main_min = main_age = None
+    if retain_last is not None:
+        main_min = RetentionRule("min-snapshots-to-keep", _positive_int(retain_last, "retain_last"), "override: retain_last")
+    if older_than_ms is not None:
+        main_age = RetentionRule("max-snapshot-age-ms", max(0, now_ms - int(older_than_ms)), "override: older_than")
     safe = _safety_reasons(history, protected_ids)
+    table = _table_retention(history, now_ms, main_min=main_min, main_age=main_age, unreferenced_age=main_age)
+    heads = {r.snapshot_id: f"{r.ref_type} {r.name}" for r in table.retained_refs}
     for snapshot_id in explicit:
         if snapshot_id not in history.by_id:
             raise LakeSnapshotError(
                 f"Cannot expire {history._describe(snapshot_id)}: it is not in the table's history "
                 "(expired already, or it belongs to another table)."
             )
-        if snapshot_id in safe:
+        held_by = safe.get(snapshot_id) or heads.get(snapshot_id)
+        if held_by:
             raise LakeSnapshotError(
-                f"Refusing to expire {history._describe(snapshot_id)}: it is held by {safe[snapshot_id]}. "
+                f"Refusing to expire {history._describe(snapshot_id)}: it is held by {held_by}. "
                 "Tags and branches are savepoints and protected snapshots are pending work; remove the ref "
                 "or the protection first if it really must go."
             )
-
-    main = history.main_ancestry()
-    retained = main[:retain_last]
-    reasons = {s.snapshot_id: f"retain_last: one of the newest {retain_last} of main" for s in retained}
-    expire = set(explicit)
-    if older_than_ms is not None:
-        retained_ids = set(reasons)
-        for snapshot in history.snapshots:
-            if snapshot.snapshot_id in retained_ids or snapshot.snapshot_id in expire:
-                continue
-            if snapshot.timestamp_ms < older_than_ms:
-                expire.add(snapshot.snapshot_id)
-            else:
-                reasons[snapshot.snapshot_id] = "newer than older_than"
-    default = "not requested" if older_than_ms is None else "within policy"
-    for snapshot in history.snapshots:
-        reasons.setdefault(snapshot.snapshot_id, default)
-    # Explicitly requested IDs override retain_last, as in Iceberg; the safety rules were checked above.
-    return _decide(history, expire, safe, {k: v for k, v in reasons.items() if k not in expire})
+    removed = {sid: why for sid, why in table.removed.items() if sid not in safe}
+    removed.update({sid: "named in snapshot_ids" for sid in explicit})
+    kept = _merge(safe, table.kept)
+    return _decide(history, set(removed), kept, removed, table.removed_refs)
 
 
 # --------------------------------------------------------------------------- older_than
@@ -478,7 +720,7 @@ def _cutoff(cutoff_ms: int, original: Any, now_ms: int) -> int:
 
 
 def history_from_table(table: Any, *, with_changed_partitions: bool = False) -> TableHistory:
-    """A :class:`TableHistory` from a PyIceberg table's metadata.
+    """A :class:`TableHistory` from a PyIceberg table's metadata, refs' retention and ``history.expire.*`` properties.
 
     Without ``with_changed_partitions`` only table metadata is read (cheap, no file I/O). With it,
     each snapshot's own manifests are read (those it added), and the partitions of the data and
@@ -503,10 +745,15 @@ def history_from_table(table: Any, *, with_changed_partitions: bool = False) -> 
             )
         )
     refs = tuple(
-        SnapshotRef(name, ref.snapshot_id, getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)))
+        SnapshotRef(
+            name, ref.snapshot_id, getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)),
+            min_snapshots_to_keep=ref.min_snapshots_to_keep, max_snapshot_age_ms=ref.max_snapshot_age_ms,
+            max_ref_age_ms=ref.max_ref_age_ms,
+        )
         for name, ref in sorted(metadata.refs.items())
     )
-    return TableHistory(snapshots=tuple(snapshots), refs=refs, current_snapshot_id=metadata.current_snapshot_id)
+    return TableHistory(snapshots=tuple(snapshots), refs=refs, current_snapshot_id=metadata.current_snapshot_id,
+                        retention=TableRetention.from_properties(dict(metadata.properties)))
 
 
 def _changed_partitions(table: Any, snapshot: Any, specs: Mapping[int, Any]) -> frozenset[str]:

@@ -20,6 +20,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, Variable, task
 
+from airflow_lake_provider.dag_factory import OLDER_THAN_FROM_PARAMS, retention_params
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
@@ -42,7 +43,7 @@ with DAG(
         "namespace": Param(None, type=["null", "string"], title="Namespace",
                            description="Maintain every table of this namespace (when Tables is empty)."),
         "min_input_files": Param(5, type="integer", minimum=1, title="Minimum input files"),
-        "expire_older_than_hours": Param(120, type="integer", minimum=0, title="Expire snapshots older than (hours)"),
+        **retention_params(),
     },
 ) as dag:
 
@@ -76,7 +77,8 @@ with DAG(
     ).expand_kwargs(work)
     expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
-        older_than="{{ params.expire_older_than_hours }}h",
+        override_table_retention="{{ params.override_table_retention }}", older_than=OLDER_THAN_FROM_PARAMS,
+        retain_last="{{ params.retain_last }}",
     ).expand_kwargs(rewrites.output.map(lambda r: {"table": r["table"], "protected_snapshot_ids": r}))
 
     @task(trigger_rule="one_failed", retries=0)

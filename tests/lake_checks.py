@@ -3,6 +3,8 @@
 from __future__ import annotations
 
 import hashlib
+from pathlib import Path
+from urllib.parse import urlsplit
 
 
 def rows_fingerprint(rows: list[dict]) -> tuple[int, str]:
@@ -18,16 +20,30 @@ def table_fingerprint(table) -> tuple[int, str]:
     return rows_fingerprint(table.scan().to_arrow().to_pylist())
 
 
+def _is_checksum(path: Path) -> bool:
+    """Hadoop's local file system writes ``.NAME.crc`` beside each file and deletes it with the file."""
+    return path.name.startswith(".") and path.name.endswith(".crc")
+
+
+def files_on_disk(table) -> set[str]:
+    """Files under the table location (Hadoop's checksum side files left out)."""
+    root = Path(urlsplit(table.location()).path)
+    return {str(p) for p in root.rglob("*") if p.is_file() and not _is_checksum(p)}
+
+
+def live_file_paths(table) -> dict[str, set[str]]:
+    """Paths of the current snapshot's live files by content (DATA, POSITION_DELETES, EQUALITY_DELETES)."""
+    paths: dict[str, set[str]] = {"DATA": set(), "POSITION_DELETES": set(), "EQUALITY_DELETES": set()}
+    snapshot = table.current_snapshot()
+    for manifest in snapshot.manifests(table.io) if snapshot is not None else ():
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            paths[entry.data_file.content.name].add(urlsplit(entry.data_file.file_path).path)
+    return paths
+
+
 def live_files(table) -> dict[str, int]:
     """Live data and delete files of the current snapshot, from its manifests."""
-    counts = {"DATA": 0, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return counts
-    for manifest in snapshot.manifests(table.io):
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            counts[entry.data_file.content.name] += 1
-    return counts
+    return {content: len(paths) for content, paths in live_file_paths(table).items()}
 
 
 def live_deletion_vectors(table) -> int:

@@ -24,7 +24,7 @@ from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperato
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from conftest import REPO
-from lake_checks import FakeTaskInstance, table_fingerprint
+from lake_checks import FakeTaskInstance, files_on_disk, table_fingerprint
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark_submit]
 KILLS: list[dict] = []
@@ -32,17 +32,6 @@ KILLS: list[dict] = []
 
 def _context(task_id: str) -> dict:
     return {"ti": FakeTaskInstance(task_id=task_id, run_id="manual__kills")}
-
-
-def _is_checksum(path: Path) -> bool:
-    """Hadoop's local file system writes ``.NAME.crc`` beside each file and deletes it with the file."""
-    return path.name.startswith(".") and path.name.endswith(".crc")
-
-
-def files_on_disk(table) -> set[str]:
-    """Files under the table location (Hadoop's checksum side files left out)."""
-    root = Path(urlsplit(table.location()).path)
-    return {str(p) for p in root.rglob("*") if p.is_file() and not _is_checksum(p)}
 
 
 def stray_checksums(table) -> list[str]:
@@ -158,29 +147,32 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     for seconds, how, when, wait in ((2.5, "driver", None, 0), (5, "spark-submit", None, 0),
                                      (90, "driver", first_new_file("metadata"), 0),
                                      (90, "spark-submit", first_new_file("metadata"), 0.3)):
-        op = IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="0h", retain_last=1)
+        op = IcebergExpireSnapshotsOperator(task_id="expire", table=name, override_table_retention=True, older_than="0h", retain_last=1)
         run_and_kill(op, _context("expire"), seconds, how, when, wait)
         assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
-    IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="0h", retain_last=1).execute(_context("expire"))
+    IcebergExpireSnapshotsOperator(task_id="expire", table=name, override_table_retention=True, older_than="0h", retain_last=1).execute(_context("expire"))
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 
     # Clean (with orphan removal at the normal floor): killed, then it succeeds.
     for seconds, how in ((2, "spark-submit"), (4, "driver"), (6, "spark-submit"), (8, "driver")):
-        op = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48)
+        op = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
+                                    orphan_older_than_hours=48)
         run_and_kill(op, _context("clean"), seconds, how)
         assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 
     # What the killed runs left behind: on disk, referenced by nothing.
     table = lake_hook.load_table(name)
     leftovers = files_on_disk(table) - referenced_files(table)
-    young = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48).execute({})
+    young = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
+                                    orphan_older_than_hours=48).execute({})
     assert young["orphan_file_count"] == 0  # all younger than the floor: kept
     assert leftovers <= files_on_disk(lake_hook.load_table(name))
     # Past the floor (made three days old), the clean step removes exactly them.
     old = time.time() - 72 * 3600
     for path in leftovers:
         os.utime(path, (old, old))
-    cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=48).execute({})
+    cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
+                                    orphan_older_than_hours=48).execute({})
     table = lake_hook.load_table(name)
     assert {urlsplit(p).path for p in cleaned["orphan_files"]} == leftovers
     assert not files_on_disk(table) - referenced_files(table)

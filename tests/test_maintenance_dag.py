@@ -10,7 +10,7 @@ import pytest
 from airflow_lake_provider.demo_data import create_events_table
 from airflow_lake_provider.links import SparkHistoryLink
 from conftest import load_dag
-from lake_checks import live_files, table_fingerprint
+from lake_checks import files_on_disk, live_file_paths, live_files, table_fingerprint
 
 pytestmark = pytest.mark.spark_submit
 
@@ -23,11 +23,13 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     table = lake_hook.load_table(name)
     rows_before, checksum_before = table_fingerprint(table)
     files_before = live_files(table)
+    deletes_before = live_file_paths(table)["POSITION_DELETES"]
     snapshot_before = table.current_snapshot().snapshot_id
     assert files_before["DATA"] == 240 and files_before["POSITION_DELETES"] > 0
+    assert deletes_before <= files_on_disk(table)
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+    run = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                              "clean_retained": 5, "orphan_older_than_hours": 72})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
@@ -50,21 +52,30 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     assert xcom["rewrite"]["rewritten_data_files"] == 240 and xcom["rewrite"]["added_data_files"] == 4
     assert xcom["rewrite"]["failed_groups"] == []
     assert xcom["rewrite"]["snapshot_id_after"] in history
-    assert set(xcom["rewrite"]["committed_snapshot_ids"]) <= history
+    # Its data commit (made before the position-delete commit, still referencing every old delete file) is
+    # expired in the same run; the last commit, by which a retried rewrite recognises its work, stays.
+    data_commit, *_, last_commit = xcom["rewrite"]["committed_snapshot_ids"]
+    assert last_commit in history and data_commit not in history
+    assert data_commit in xcom["expire"]["expired_snapshot_ids"]
     assert table.current_snapshot().snapshot_id == xcom["rewrite"]["snapshot_id_after"]
-    for sid in xcom["rewrite"]["committed_snapshot_ids"]:
-        summary = table.snapshot_by_id(sid).summary
-        assert summary["airflow.dag-id"] == "lake_maintenance" and summary["airflow.task-id"] == "rewrite"
+    summary = table.snapshot_by_id(last_commit).summary
+    assert summary["airflow.dag-id"] == "lake_maintenance" and summary["airflow.task-id"] == "rewrite"
     # Expiry removed the old history but not what the rewrite produced.
     assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
     assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
     assert xcom["expire"]["deleted_files"]["data_files"] == 240
+    # One run reclaims the space: the rewritten data and delete files are gone from storage too, and
+    # what is left under data/ is exactly what the current snapshot reads.
+    assert xcom["expire"]["deleted_files"]["position_delete_files"] == len(deletes_before)
+    assert not deletes_before & files_on_disk(table)
+    live = live_file_paths(table)
+    assert {p for p in files_on_disk(table) if "/data/" in p} == live["DATA"] | live["POSITION_DELETES"]
     assert xcom["clean"]["orphan_file_count"] == 0
 
     # Running it again is idempotent: nothing left to do, so no new snapshot and the same rows.
     history_before = [s.snapshot_id for s in table.snapshots()]
     current_before = table.current_snapshot().snapshot_id
-    again = dag.test(run_conf={"table": name, "expire_older_than_hours": 0, "retain_last": 1,
+    again = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                                "clean_retained": 5, "orphan_older_than_hours": 72})
     assert again.state == "success"
     assert again.get_task_instance("rewrite").state == "skipped"
@@ -97,7 +108,7 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
     before = (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()])
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "dry_run": True, "expire_older_than_hours": 0, "retain_last": 1,
+    run = dag.test(run_conf={"table": name, "dry_run": True, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
                              "clean_policy": "KEEP_LATEST_COMMITS", "clean_retained": 4})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
@@ -114,3 +125,58 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
     # ...and nothing done.
     table = lake_hook.load_table(name)
     assert (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()]) == before
+
+
+def test_dag_honours_the_tables_own_retention_unless_overridden(airflow_db, lake_hook, namespace):
+    """The form's defaults keep what the table's owner asked for; the override applies only when ticked."""
+    name = f"{namespace}.kept"
+    create_events_table(lake_hook.catalog, name, days=1, commits_per_day=12, rows_per_commit=5)
+    table = lake_hook.load_table(name)
+    ids = [s.snapshot_id for s in table.snapshots()]
+    with table.transaction() as tx:  # the owner: at least 5 snapshots and 30 days of time travel
+        tx.set_properties({"history.expire.min-snapshots-to-keep": "5",
+                           "history.expire.max-snapshot-age-ms": str(30 * 24 * 3600 * 1000)})
+    table.manage_snapshots().create_tag(ids[0], "stale", max_ref_age_ms=1).create_tag(ids[2], "release").commit()
+    fingerprint = table_fingerprint(lake_hook.load_table(name))
+    dag = load_dag("lake_maintenance.py", "lake_maintenance")
+    no_rewrite = {"table": name, "min_input_files": 50}  # 12 files: below it, so only retention is at work
+
+    run = dag.test(run_conf=no_rewrite)  # every retention field at its default
+    assert run.state == "success"
+    expire, clean = (run.get_task_instance(t).xcom_pull(task_ids=t) for t in ("expire", "clean"))
+    table = lake_hook.load_table(name)
+    assert [s.snapshot_id for s in table.snapshots()] == ids  # nothing expired: the table keeps 30 days
+    assert set(table.refs()) == {"main", "release"}  # the tag past its max-ref-age-ms is removed, as Iceberg would
+    assert expire["retention_source"] == "table" and expire["removed_refs"] == ["stale"]
+    assert expire["removed_ref_reasons"]["stale"].startswith(
+        "tag stale removed: max-ref-age-ms=1 (1ms, tag stale's own setting) exceeded")
+    assert expire["kept"][str(ids[-5])] == "kept: branch main, within min-snapshots-to-keep=5 (table property)"
+    assert expire["kept"][str(ids[0])] == "kept: branch main, younger than max-snapshot-age-ms=2592000000 (30d, table property)"
+    assert expire["kept"][str(ids[2])].startswith("kept: head of tag release; branch main, younger than")
+    # The clean policy (last 10 commits) would remove two; the table's retention keeps them.
+    assert clean["expired_snapshot_ids"] == [] and clean["retention_source"] == "table"
+    assert clean["kept"][str(ids[1])].endswith("the table's retention keeps it though clean policy "
+                                               "KEEP_LATEST_COMMITS=10 would not")
+
+    # A value without the switch is refused with a sentence, and the table is left as it was.
+    refused = dag.test(run_conf={**no_rewrite, "retain_last": 2})
+    assert refused.get_task_instance("expire").state == "failed"
+    assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids
+
+    table.manage_snapshots().create_tag(ids[3], "stale2", max_ref_age_ms=1).commit()
+    run = dag.test(run_conf={**no_rewrite, "override_table_retention": True, "retain_last": 2,
+                             "expire_older_than_hours": 0, "clean_retained": 2})
+    assert run.state == "success"
+    expire = run.get_task_instance("expire").xcom_pull(task_ids="expire")
+    table = lake_hook.load_table(name)
+    # The override applies to main: its 2 newest stay; the release tag's snapshot stays; the expired tag
+    # stale2 and its snapshot go in the same commit. main stays, rows are intact.
+    assert [s.snapshot_id for s in table.snapshots()] == [ids[2], ids[-2], ids[-1]]
+    assert set(table.refs()) == {"main", "release"} and table.refs()["main"].snapshot_id == ids[-1]
+    assert expire["retention_source"] == "override" and expire["removed_refs"] == ["stale2"]
+    assert sorted(expire["expired_snapshot_ids"]) == sorted(set(ids) - {ids[2], ids[-2], ids[-1]})
+    assert expire["kept"][str(ids[-2])] == "kept: branch main, within min-snapshots-to-keep=2 (override: retain_last)"
+    assert expire["removed"][str(ids[3])] == (
+        "removed: on branch main, past min-snapshots-to-keep=2 (override: retain_last) and older than "
+        "max-snapshot-age-ms=0 (0ms, override: older_than)")
+    assert table_fingerprint(table) == fingerprint

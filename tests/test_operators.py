@@ -46,7 +46,12 @@ def small_table(lake_hook, namespace):
          LakeConfigError, "zorder_columns names columns the table does not have: nope"),
         (IcebergRewriteDataFilesOperator, {"table": "{ns}.events", "options": {"output-spec-id": 7}},
          LakeConfigError, r"output-spec-id 7 is not a partition spec of .*: its specs are \[0, 1\] \(current: 1\)"),
-        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "1d", "retain_last": 0}, LakeConfigError, "retain_last"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "override_table_retention": True, "older_than": "1d", "retain_last": 0},
+         LakeConfigError, "retain_last must be an integer >= 1"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "retain_last": 3}, LakeConfigError,
+         "retain_last given, but the table's own retention applies"),
+        (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "override_table_retention": "maybe"}, LakeConfigError,
+         "override_table_retention must be true or false"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "older_than": "yesterday-ish"}, LakeConfigError, "older_than"),
         (IcebergExpireSnapshotsOperator, {"table": "{ns}.events", "snapshot_ids": [42]}, LakeSnapshotError, "42"),
         (IcebergCleanPolicyOperator, {"table": "{ns}.events", "orphan_older_than_hours": 2}, LakeConfigError, "under the 24 h floor"),
@@ -145,11 +150,14 @@ def _history_table(lake_hook, namespace):
 )
 def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespace, policy, retained, expected_removed):
     name, ids = _history_table(lake_hook, namespace)
-    dry = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained, dry_run=True).execute({})
+    # The policy alone (these snapshots are minutes old: the table's own 5 days would keep them all).
+    dry = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained, dry_run=True,
+                                     override_table_retention=True).execute({})
     assert sorted(dry["would_expire_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
     assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # dry run changed nothing
 
-    result = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained).execute({})
+    result = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained,
+                                        override_table_retention=True).execute({})
     remaining = [s.snapshot_id for s in lake_hook.load_table(name).snapshots()]
     assert sorted(result["expired_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
     assert remaining == [sid for i, sid in enumerate(ids) if i not in expected_removed]

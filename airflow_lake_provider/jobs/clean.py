@@ -1,6 +1,6 @@
 """The clean step: remove the snapshots a policy resolved, then orphan files past a floor.
 
-Args: ``table``, ``snapshot_ids`` and ``protected_ids`` (as for expire), ``orphan_older_than_ms``
+Args: ``table``, ``snapshot_ids``, ``protected_ids``, ``refs``, ``removed_refs`` (as for expire), ``orphan_older_than_ms``
 (epoch ms; files newer than this are never touched), ``dry_run``.
 
 Orphan files are files under the table location that no metadata of any snapshot, tag or
@@ -42,9 +42,11 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     if dry_run:
         existing = {int(s.snapshotId()) for s in jtable.snapshots()}
         expiry = {"expired_snapshot_ids": [], "would_expire_snapshot_ids": sorted(s for s in snapshot_ids if s in existing),
+                  "removed_refs": [], "would_remove_refs": sorted(args.get("removed_refs") or []),
                   "deleted_files": {}, "snapshot_id_after": iceberg.current_snapshot_id(jtable)}
     else:
-        expiry = expire_snapshot_ids(spark, jtable, table_name, snapshot_ids, {int(s) for s in args.get("protected_ids") or []})
+        expiry = expire_snapshot_ids(spark, jtable, table_name, snapshot_ids, {int(s) for s in args.get("protected_ids") or []},
+                                     args.get("refs"), list(args.get("removed_refs") or []))
 
     orphans: list[str] = []
     older_than = args.get("orphan_older_than_ms")

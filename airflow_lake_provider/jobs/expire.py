@@ -1,9 +1,11 @@
 """Expire exactly the snapshot IDs resolved upstream, deleting the files only they held.
 
 Args: ``table``, ``snapshot_ids`` (resolved in the Airflow worker from metadata),
-``protected_ids``, ``snapshot_properties``. Iceberg's own age rule is switched off
-(``expireOlderThan(0)``) so nothing beyond the named IDs goes; the IDs are checked again here
-against fresh metadata, because the table may have moved since they were resolved.
+``protected_ids``, ``refs`` (every ref's snapshot when the IDs were resolved) and
+``removed_refs`` (the refs past their ``max-ref-age-ms``, which Iceberg's ``RemoveSnapshots``
+removes in the same commit, whatever it is asked to expire). Iceberg's own age rule is switched
+off (``expireOlderThan(0)``) so no snapshot beyond the named IDs goes; the IDs are checked again
+here against fresh metadata, because the table may have moved since they were resolved.
 """
 
 from __future__ import annotations
@@ -17,26 +19,33 @@ class UnsafeExpiry(Exception):
     """A snapshot to expire became current, referenced or protected after it was resolved."""
 
 
-def referenced_ids(jtable) -> dict[int, str]:
-    """Snapshot IDs held by a ref (tag or branch head, and every ancestor of a non-main branch)."""
-    held: dict[int, str] = {}
-    for name, ref in dict(jtable.refs()).items():
-        kind = "branch" if ref.isBranch() else "tag"
-        held.setdefault(int(ref.snapshotId()), f"{kind} {name!r}")
-        if ref.isBranch() and str(name) != "main":
-            snapshot = jtable.snapshot(ref.snapshotId())
-            while snapshot is not None:
-                held.setdefault(int(snapshot.snapshotId()), f"ancestry of branch {name!r}")
-                parent = snapshot.parentId()
-                snapshot = jtable.snapshot(parent) if parent is not None else None
-    return held
+def ref_heads(jtable) -> dict[str, tuple[str, int]]:
+    """Every ref of the table: name -> (branch or tag, snapshot ID)."""
+    return {str(name): ("branch" if ref.isBranch() else "tag", int(ref.snapshotId()))
+            for name, ref in dict(jtable.refs()).items()}
 
 
-def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int], protected: set[int]) -> dict[str, Any]:
-    """Expire ``snapshot_ids`` (after re-checking they are safe to expire) and count deleted files."""
+def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int], protected: set[int],
+                        refs: dict[str, int] | None = None, removed_refs: list[str] = ()) -> dict[str, Any]:
+    """Expire ``snapshot_ids`` (after re-checking they are safe to expire) and count deleted files.
+
+    ``refs`` are the refs the decision was taken on: when they changed since (a ref created,
+    moved or dropped), the decision may keep too little, so nothing is done. ``removed_refs`` go
+    in the same commit (Iceberg's own ``max-ref-age-ms`` rule); their heads are no longer held.
+    """
     jtable.refresh()
     current = iceberg.current_snapshot_id(jtable)
-    held = referenced_ids(jtable)
+    heads = ref_heads(jtable)
+    # main moving on is normal (writers commit): only keeping more of it is then needed, and the current
+    # snapshot is checked below. Any other ref created, moved or dropped means the decision is stale.
+    now_refs = {name: sid for name, (_, sid) in heads.items() if name != "main"}
+    then_refs = {str(k): int(v) for k, v in (refs or {}).items() if k != "main"}
+    if refs is not None and now_refs != then_refs:
+        raise UnsafeExpiry(
+            f"The tags and branches of {table_name} changed since the snapshots to expire were decided (then: "
+            f"{then_refs}, now: {now_refs}); nothing was expired. Run the task again to decide anew."
+        )
+    held = {sid: f"{kind} {name!r}" for name, (kind, sid) in heads.items() if name not in set(removed_refs)}
     existing = {int(s.snapshotId()) for s in jtable.snapshots()}
     todo = [sid for sid in snapshot_ids if sid in existing]
     for sid in todo:
@@ -48,7 +57,8 @@ def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int],
             raise UnsafeExpiry(f"Snapshot {sid} of {table_name} is protected (pending work); not expiring it.")
     counts = {"data_files": 0, "position_delete_files": 0, "equality_delete_files": 0,
               "manifests": 0, "manifest_lists": 0, "statistics_files": 0}
-    if todo:
+    if todo or removed_refs:
+        # With no ID named, the action still removes the refs past their max-ref-age-ms, and nothing else.
         action = iceberg.actions(spark).expireSnapshots(jtable).expireOlderThan(0).retainLast(1)
         for sid in todo:
             action = action.expireSnapshotId(sid)
@@ -61,9 +71,12 @@ def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int],
             "manifest_lists": int(result.deletedManifestListsCount()),
             "statistics_files": int(result.deletedStatisticsFilesCount()),
         }
+    jtable.refresh()
+    after = ref_heads(jtable)
     return {
         "expired_snapshot_ids": sorted(todo),
         "already_gone_snapshot_ids": sorted(set(snapshot_ids) - set(todo)),
+        "removed_refs": sorted(set(heads) - set(after)),
         "deleted_files": counts,
         "snapshot_id_after": iceberg.current_snapshot_id(jtable),
     }
@@ -74,6 +87,6 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     jtable = iceberg.load_table(spark, catalog, table_name)
     outcome = expire_snapshot_ids(
         spark, jtable, table_name, [int(s) for s in args.get("snapshot_ids") or []],
-        {int(s) for s in args.get("protected_ids") or []},
+        {int(s) for s in args.get("protected_ids") or []}, args.get("refs"), list(args.get("removed_refs") or []),
     )
     return {"table": table_name, **outcome}

@@ -34,8 +34,12 @@ def run_properties(context: Any) -> dict[str, str]:
 def snapshot_ids_from(value: Any) -> list[int]:
     """Snapshot IDs from what upstream tasks hand over: ints, strings, lists, or step results.
 
-    A step result (dict) contributes every key that names snapshots it acted on or produced
-    (``snapshot_id``, ``snapshot_id_after``, ``committed_snapshot_ids``...).
+    A step result (dict) contributes the snapshots its outcome still needs: the state it acted on
+    or left (``snapshot_id``, ``snapshot_id_after``) and its newest own commit (the last of
+    ``committed_snapshot_ids``, oldest first), by which a retried task recognises its work
+    (``commits_tagged``). Its earlier commits are intermediate states no step reads: the rewrite's
+    data commit, made before its position-delete commit, still references every old delete file,
+    and protecting it would keep them all on storage until the next run.
     """
     if value is None or value == "" or value == "None":
         return []
@@ -55,9 +59,9 @@ def snapshot_ids_from(value: Any) -> list[int]:
         raise LakeConfigError(f"{value!r} is not a snapshot ID (a 64-bit integer).")
     if isinstance(value, dict):
         ids: list[int] = []
-        for key in ("snapshot_id", "snapshot_id_after", "committed_snapshot_ids"):
+        for key in ("snapshot_id", "snapshot_id_after"):
             ids += snapshot_ids_from(value.get(key))
-        return ids
+        return ids + snapshot_ids_from(value.get("committed_snapshot_ids"))[-1:]
     if isinstance(value, Sequence):
         return [sid for item in value for sid in snapshot_ids_from(item)]
     raise LakeConfigError(f"Cannot read snapshot IDs from a {type(value).__name__}.")
@@ -76,6 +80,18 @@ def commit_retry_settings(max_commit_attempts: Any, commit_retry_backoff_seconds
     if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 300:
         raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to 300; got {backoff!r}.")
     return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
+
+
+def flag_from(value: Any, what: str) -> bool:
+    """A yes/no switch from what a DAG author or a rendered template gives (bool, "true"/"false", empty)."""
+    if isinstance(value, bool):
+        return value
+    text = "" if value is None else str(value).strip().lower()
+    if text in ("", "none", "false", "0", "no"):
+        return False
+    if text in ("true", "1", "yes"):
+        return True
+    raise LakeConfigError(f"{what} must be true or false; got {value!r}.")
 
 
 class LakeMaintenanceOperator(BaseOperator):

@@ -1,0 +1,43 @@
+"""The table's own retention agrees with Iceberg: on the same table, the snapshots and refs that
+:func:`resolve_expiry` removes are exactly those Iceberg's own ``ExpireSnapshots`` (RemoveSnapshots,
+run in the shared Spark session with no arguments) removes."""
+
+from __future__ import annotations
+
+import time
+
+from airflow_lake_provider.demo_data import create_events_table
+from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.retention import history_from_table, resolve_expiry
+
+
+def test_table_retention_matches_icebergs_expire_snapshots(spark, lake_hook, namespace):
+    name = f"{namespace}.owned"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=8, rows_per_commit=5)
+    ids = [s.snapshot_id for s in table.snapshots()]
+    table.manage_snapshots().rollback_to_snapshot(ids[6]).commit()  # ids[7]: on no ref any more
+    with table.transaction() as tx:
+        tx.set_properties({"history.expire.min-snapshots-to-keep": "3", "history.expire.max-snapshot-age-ms": "1"})
+    (table.manage_snapshots()
+     .create_branch(ids[4], "audit", min_snapshots_to_keep=2)      # its own count, the table's age
+     .create_branch(ids[1], "stale", max_ref_age_ms=1)             # past its own max-ref-age-ms
+     .create_tag(ids[0], "keep")                                   # lives forever
+     .create_tag(ids[2], "brief", max_ref_age_ms=1)                # expired tag
+     .commit())
+    time.sleep(0.01)  # every snapshot and ref is older than the 1 ms ages above, for both deciders
+
+    table = lake_hook.load_table(name)
+    ours = resolve_expiry(history_from_table(table), now_ms=int(time.time() * 1000))
+
+    jtable = iceberg.load_table(spark, "lake", name)
+    jtable.expireSnapshots().cleanExpiredFiles(False).commit()  # Iceberg's own rules, nothing given
+    after = lake_hook.load_table(name)
+    removed_by_iceberg = set(ids) - {s.snapshot_id for s in after.snapshots()}
+
+    assert set(ours.expire_ids) == removed_by_iceberg
+    assert set(ours.removed_refs) == set(table.refs()) - set(after.refs()) == {"stale", "brief"}
+    # Each rule had something to decide: main's count, audit's own count, a tag, an unreferenced snapshot.
+    assert removed_by_iceberg == {ids[1], ids[2], ids[7]}
+    assert ours.reasons[ids[3]] == "kept: branch audit, within min-snapshots-to-keep=2 (branch audit's own setting)"
+    assert ours.reasons[ids[0]] == "kept: head of tag keep"
+    assert ours.reasons[ids[7]] == "removed: older than max-snapshot-age-ms=1 (1ms, table property) and not referenced"
