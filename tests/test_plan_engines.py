@@ -106,6 +106,18 @@ def test_identity_partition_on_a_string_with_a_filter(spark, lake_hook, namespac
     _assert_same(expected, got, min_groups=2)
 
 
+def test_identity_partition_on_a_timestamp_without_zone(spark, lake_hook, namespace):
+    """Spark hands NTZ partition values out as wall-clock datetimes; the plan must carry Iceberg's micros."""
+    name = f"{namespace}.t"
+    spark.sql(f"CREATE TABLE lake.{name} (id BIGINT, at TIMESTAMP_NTZ) USING iceberg PARTITIONED BY (at)")
+    for i in range(4):
+        spark.sql(f"INSERT INTO lake.{name} VALUES ({i}, TIMESTAMP_NTZ'2026-03-01 10:00:00.000001'), "
+                  f"({i}, TIMESTAMP_NTZ'1969-12-31 23:00:00'), ({i}, NULL)")
+    expected, got = _both_plans(spark, lake_hook, name, target_file_size_bytes=1024 * 1024, min_input_files=2)
+    _assert_same(expected, got, min_groups=3)
+    assert {g["partition"]["at"] for g in expected["groups"]} == {1772359200000001, -3600000000, None}
+
+
 def test_spec_evolution_lumps_old_files_under_the_null_partition(spark, lake_hook, namespace):
     name = f"{namespace}.t"
     table = create_events_table(lake_hook.catalog, name, days=2, commits_per_day=3, rows_per_commit=10, partition_by="none")

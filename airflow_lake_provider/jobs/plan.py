@@ -75,7 +75,9 @@ def _normalised_partition(entries) -> str:
         elif isinstance(field.dataType, TimestampType):
             column = f"unix_micros({column})"
         elif isinstance(field.dataType, TimestampNTZType):
-            raise ValueError(f"Partition field {field.name!r} is a timestamp without time zone: plan with engine='pyiceberg'.")
+            # Wall-clock micros since the epoch, as Iceberg stores a timestamp without zone; the
+            # difference of two NTZ values does not depend on the session's time zone.
+            column = f"timestampdiff(MICROSECOND, TIMESTAMP_NTZ'1970-01-01 00:00:00', {column})"
         parts.append(f"'{field.name}', {column}")
     return f"named_struct({', '.join(parts)})"
 
