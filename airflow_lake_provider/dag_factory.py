@@ -31,17 +31,17 @@ AIRFLOW_START_DATE = pendulum.datetime(1970, 1, 1, tz="UTC")
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
 
 
+def table_param(table_default: str | None = None) -> Param:
+    """The form's table field (required when there is no default), checked against TABLE_PATTERN."""
+    text = {"type": "string", "pattern": TABLE_PATTERN, "title": "Table",
+            "description": "The table to maintain, as namespace.table (for example demo.events)."}
+    return Param(table_default, **text) if table_default else Param(**text)
+
+
 def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
     """The params form: what an operator sees at 2 a.m. when triggering a run by hand."""
-    table = (
-        Param(table_default, type="string", pattern=TABLE_PATTERN, title="Table",
-              description="The table to maintain, as namespace.table (for example demo.events).")
-        if table_default
-        else Param(type="string", pattern=TABLE_PATTERN, title="Table",
-                   description="The table to maintain, as namespace.table (for example demo.events).")
-    )
     return {
-        "table": table,
+        "table": table_param(table_default),
         "target_file_size_bytes": Param(
             None, type=["null", "integer"], minimum=1024 * 1024, maximum=16 * 1024**3,
             title="Target file size (bytes)",

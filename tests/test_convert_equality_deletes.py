@@ -15,6 +15,7 @@ from airflow_lake_provider.demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError, LakeTableNotFound
 from airflow_lake_provider.jobs import convert_equality_deletes as convert_job
 from airflow_lake_provider.operators.convert_equality_deletes import IcebergConvertEqualityDeletesOperator
+from conftest import load_dag
 from equality_deletes import commit_equality_deletes
 from lake_checks import FakeTaskInstance, live_files, spark_fingerprint, table_fingerprint
 
@@ -191,6 +192,27 @@ def test_operator_converts_in_spark_and_a_retried_task_finds_its_commit(spark, l
     assert again["recovered_from_earlier_try"] is True
     assert {k: again[k] for k in ("snapshot_id_before", "committed_snapshot_ids", "snapshot_id_after", *figures)} == {
         k: result[k] for k in ("snapshot_id_before", "committed_snapshot_ids", "snapshot_id_after", *figures)}
+
+
+@pytest.mark.spark_submit
+def test_the_shipped_dag_converts_a_flink_table(airflow_db, spark, lake_hook, namespace):
+    """``lake_convert_equality_deletes`` through dag.test(): the user's way in, a spark-submit underneath."""
+    name = f"{namespace}.events"
+    _flink_style_table(spark, lake_hook, name, "2")
+    rows_before = spark_fingerprint(spark, name)
+    snapshot_before = lake_hook.load_table(name).current_snapshot().snapshot_id
+
+    run = load_dag("lake_convert_equality_deletes.py", "lake_convert_equality_deletes").test(run_conf={"table": name})
+    assert run.state == "success"
+    result = run.get_task_instance("convert_equality_deletes").xcom_pull(task_ids="convert_equality_deletes")
+
+    table = lake_hook.load_table(name)
+    assert result["snapshot_id_before"] == snapshot_before
+    assert result["committed_snapshot_ids"] == [table.current_snapshot().snapshot_id] == [result["snapshot_id_after"]]
+    assert table.snapshot_by_id(result["snapshot_id_after"]).parent_snapshot_id == snapshot_before
+    assert result["converted_equality_delete_files"] == 2 and result["deleted_rows"] > 0
+    assert live_files(table)["EQUALITY_DELETES"] == 0
+    assert spark_fingerprint(spark, name) == rows_before == table_fingerprint(table)
 
 
 def test_operator_bad_input_and_nothing_to_do_start_no_spark(lake_hook, namespace, bad_input):
