@@ -31,32 +31,38 @@ def files_on_disk(table) -> set[str]:
     return {str(p) for p in root.rglob("*") if p.is_file() and not _is_checksum(p)}
 
 
-def live_file_paths(table) -> dict[str, set[str]]:
-    """Paths of the current snapshot's live files by content (DATA, POSITION_DELETES, EQUALITY_DELETES)."""
-    paths: dict[str, set[str]] = {"DATA": set(), "POSITION_DELETES": set(), "EQUALITY_DELETES": set()}
+def live_content_files(table):
+    """Every live content file (data, position or equality deletes, DVs) of the current snapshot.
+
+    One per manifest entry: deletion vectors of several data files share one Puffin path, so
+    entries, not paths, are what a count of delete files means.
+    """
     snapshot = table.current_snapshot()
     for manifest in snapshot.manifests(table.io) if snapshot is not None else ():
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            paths[entry.data_file.content.name].add(urlsplit(entry.data_file.file_path).path)
+            yield entry.data_file
+
+
+def live_file_paths(table) -> dict[str, set[str]]:
+    """Paths of the current snapshot's live files by content (DATA, POSITION_DELETES, EQUALITY_DELETES)."""
+    paths: dict[str, set[str]] = {"DATA": set(), "POSITION_DELETES": set(), "EQUALITY_DELETES": set()}
+    for data_file in live_content_files(table):
+        paths[data_file.content.name].add(urlsplit(data_file.file_path).path)
     return paths
 
 
 def live_files(table) -> dict[str, int]:
-    """Live data and delete files of the current snapshot, from its manifests."""
-    return {content: len(paths) for content, paths in live_file_paths(table).items()}
+    """Live data and delete files of the current snapshot by content (each deletion vector counts once)."""
+    counts = {"DATA": 0, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
+    for data_file in live_content_files(table):
+        counts[data_file.content.name] += 1
+    return counts
 
 
 def live_deletion_vectors(table) -> int:
     """Live deletion vectors (format v3: position deletes stored as Puffin blobs) of the current snapshot."""
-    snapshot = table.current_snapshot()
-    if snapshot is None:
-        return 0
-    return sum(
-        1
-        for manifest in snapshot.manifests(table.io)
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True)
-        if entry.data_file.content.name == "POSITION_DELETES" and entry.data_file.file_format.name == "PUFFIN"
-    )
+    return sum(1 for f in live_content_files(table)
+               if f.content.name == "POSITION_DELETES" and f.file_format.name == "PUFFIN")
 
 
 def removed_data_file_paths(table, snapshot_id: int) -> set[str]:
@@ -102,14 +108,12 @@ def files_by_spec(table) -> dict[int, int]:
 
 def live_delete_files_by_partition(table) -> dict[str, set[str]]:
     """Paths of the live delete files of the current snapshot, by partition (``day=20454``)."""
-    snapshot = table.current_snapshot()
     found: dict[str, set[str]] = {}
-    for manifest in snapshot.manifests(table.io) if snapshot else []:
-        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-            if entry.data_file.content.name != "DATA":
-                spec = table.specs()[entry.data_file.spec_id]
-                key = "/".join(f"{f.name}={entry.data_file.partition[i]}" for i, f in enumerate(spec.fields))
-                found.setdefault(key, set()).add(entry.data_file.file_path)
+    for data_file in live_content_files(table):
+        if data_file.content.name != "DATA":
+            spec = table.specs()[data_file.spec_id]
+            key = "/".join(f"{f.name}={data_file.partition[i]}" for i, f in enumerate(spec.fields))
+            found.setdefault(key, set()).add(data_file.file_path)
     return found
 
 
