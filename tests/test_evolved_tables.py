@@ -145,4 +145,5 @@ def test_dag_compacts_an_evolved_table_onto_the_current_spec(airflow_db, spark, 
     assert rewrite["failed_groups"] == [] and rewrite["rewritten_data_files"] == plan["totals"]["files"]
     assert plan["totals"]["files"] >= by_spec[0] + by_spec[1]  # every file of the older specs
     assert rewrite["snapshot_id_after"] == table.current_snapshot().snapshot_id
-    assert set(rewrite["committed_snapshot_ids"]) <= {s.snapshot_id for s in table.snapshots()}
+    # The last commit stays (a retried rewrite finds it); the earlier data commit may expire in the same run.
+    assert rewrite["committed_snapshot_ids"][-1] in {s.snapshot_id for s in table.snapshots()}
