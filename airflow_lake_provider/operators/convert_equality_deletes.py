@@ -12,10 +12,9 @@ from airflow_lake_provider.operators.base import (
     run_properties,
     snapshot_ids_from,
 )
-from airflow_lake_provider.snapshots import commits_tagged, require_in_lineage, summary_int, table_state
-
-# Snapshot summary totals (Iceberg's SnapshotSummary) that say whether a snapshot has equality deletes.
-TOTAL_EQUALITY_DELETES = "total-equality-deletes"
+from airflow_lake_provider.snapshots import (
+    commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
+)
 
 
 class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
@@ -89,8 +88,7 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
                              changed=False)
             return self._recovered(name, table, version, earlier)
 
-        if current is None or (current.summary is not None and TOTAL_EQUALITY_DELETES in current.summary
-                               and summary_int(current, TOTAL_EQUALITY_DELETES) == 0):
+        if current is None or not has_equality_deletes(table, current):
             self.log.info("%s has no equality deletes in its current snapshot: nothing to convert.", name)
             self.log_summary(before, "no equality deletes, nothing to convert", changed=False)
             return self._unchanged(name, current, version)
@@ -117,14 +115,14 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
     def _added_key(version: int) -> str:
         return "added_deletion_vectors" if version >= 3 else "added_position_delete_files"
 
-    def _unchanged(self, name: str, current, version: int, **figures: Any) -> dict[str, Any]:
+    def _unchanged(self, name: str, current, version: int) -> dict[str, Any]:
         snapshot_id = current.snapshot_id if current is not None else None
         return {
             "table": name, "format_version": version, "dry_run": bool(self.dry_run),
             "snapshot_id_before": snapshot_id, "converted_snapshot_id": snapshot_id, "committed_snapshot_ids": [],
             "snapshot_id_after": snapshot_id, "converted_equality_delete_files": 0, "equality_delete_records": 0,
             "affected_data_files": 0, self._added_key(version): 0, "replaced_delete_files": 0, "deleted_rows": 0,
-            "verified": None, "attempts": [], **figures,
+            "verified": None, "attempts": [],
         }
 
     def _recovered(self, name: str, table, version: int, commits: list[Any]) -> dict[str, Any]:
