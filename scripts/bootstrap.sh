@@ -43,7 +43,7 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   echo "bootstrap: installing Python packages into $VENV (pyspark builds from source: about a minute)"
   log=$(mktemp)
   if ! { "$VENV/bin/pip" install --upgrade pip \
-         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[test,postgres]" \
+         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[test,postgres,s3]" \
          && "$VENV/bin/pip" check; } >"$log" 2>&1; then
     tail -40 "$log" >&2
     echo "bootstrap: pip install failed (full log: $log)" >&2
@@ -51,4 +51,23 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   fi
   rm -f "$log"
   echo "$stamp_value" > "$stamp_file"
+fi
+
+# S3A for Spark (an s3:// warehouse): hadoop-aws 3.3.1 and the AWS SDK bundle 1.11.901 it was
+# built against, taken from the PyPI source archive of sagemaker-pyspark 1.4.5 (only the two
+# jars are extracted; the package itself is never installed: it pins pyspark 3.3). Cached
+# outside git; skipped when both are there.
+JAR_CACHE=${LAKE_JAR_CACHE:-$HOME/.cache/airflow-lake-provider/jars}
+S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
+if [ ! -f "$JAR_CACHE/${S3A_JARS[0]}" ] || [ ! -f "$JAR_CACHE/${S3A_JARS[1]}" ]; then
+  echo "bootstrap: caching the S3A jars in $JAR_CACHE (a 180 MB download, once)"
+  mkdir -p "$JAR_CACHE"
+  download=$(mktemp -d)
+  "$VENV/bin/pip" download --quiet --no-deps --no-binary :all: sagemaker-pyspark==1.4.5 -d "$download"
+  for jar in "${S3A_JARS[@]}"; do
+    tar -xzf "$download"/sagemaker_pyspark-1.4.5.tar.gz -C "$download" "sagemaker_pyspark-1.4.5/deps/jars/$jar"
+    mv "$download/sagemaker_pyspark-1.4.5/deps/jars/$jar" "$JAR_CACHE/$jar.part"
+    mv "$JAR_CACHE/$jar.part" "$JAR_CACHE/$jar"
+  done
+  rm -rf "$download"
 fi

