@@ -22,6 +22,15 @@ _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 _SECRET_KEY = re.compile(r"(password|secret|token|credential|private|access[-_.]?key)", re.IGNORECASE)
 
 
+HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
+S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+S3_SCHEMES = ("s3", "s3a")
+# The S3 properties PyIceberg reads (Iceberg's S3FileIO reads the same names); the Spark face
+# turns them into Hadoop S3A settings.
+_S3_PROPERTIES = ("s3.endpoint", "s3.access-key-id", "s3.secret-access-key", "s3.session-token", "s3.region",
+                  "s3.path-style-access")
+
+
 def is_secret_key(key: str) -> bool:
     """Whether a configuration key names a secret (its value must stay out of argv and logs)."""
     return bool(_SECRET_KEY.search(key))
@@ -82,6 +91,15 @@ class _SqlBackend:
 def _spark_warehouse(warehouse: str) -> str:
     # Hadoop prefers file:/abs; PyIceberg prefers file:///abs. Both name the same directory.
     return re.sub(r"^file:/+", "file:/", warehouse)
+
+
+def _scheme(location: str | None) -> str:
+    return urlsplit(location).scheme.lower() if location and "://" in location else ""
+
+
+def _is_aws_endpoint(endpoint: str) -> bool:
+    host = urlsplit(endpoint).hostname or ""
+    return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
 
 
 @dataclass(frozen=True)
@@ -179,9 +197,66 @@ class CatalogConfig:
                 props["credential"] = f"{self.user}:{self.password}"
             elif self.password:
                 props["token"] = self.password
+        props.update(self._oauth2_properties())
         props.update({str(k): str(v) for k, v in self.properties.items()})
         props.update({str(k): str(v) for k, v in self.pyiceberg_properties.items()})
+        endpoint = props.get("s3.endpoint")
+        if endpoint and not _is_aws_endpoint(endpoint):
+            # PyArrow addresses buckets as virtual hosts (bucket.host) unless told otherwise,
+            # which a self-hosted store on an IP address or a plain host name does not serve.
+            props.setdefault("s3.force-virtual-addressing", "false")
         return props
+
+    def _oauth2_properties(self) -> dict[str, str]:
+        """REST with a client id and secret: name the token endpoint (Iceberg 1.10 warns that its
+        fallback to ``<uri>/v1/oauth/tokens`` will be removed). User properties override it."""
+        if self.kind != "rest" or not (self.user and self.password):
+            return {}
+        return {"oauth2-server-uri": f"{self.uri.rstrip('/')}/v1/oauth/tokens"}
+
+    # -- storage ----------------------------------------------------------------------------
+    def _merged_spark_properties(self) -> dict[str, str]:
+        return {**{str(k): str(v) for k, v in self.properties.items()},
+                **{str(k): str(v) for k, v in self.spark_properties.items()}}
+
+    @property
+    def uses_s3(self) -> bool:
+        """Whether tables live on S3: an ``s3://``/``s3a://`` warehouse, or S3 properties given
+        (a REST catalog names its warehouse, not a location; its tables' locations come from it)."""
+        props = self._merged_spark_properties()
+        return _scheme(self.warehouse) in S3_SCHEMES or any(key in props for key in _S3_PROPERTIES)
+
+    @property
+    def spark_uses_s3a(self) -> bool:
+        """Whether the Spark face reads S3 through Hadoop's S3A (and so needs hadoop-aws and its SDK)."""
+        io_impl = self._merged_spark_properties().get("io-impl")
+        return self.uses_s3 and (io_impl is None or io_impl == HADOOP_FILE_IO)
+
+    def _s3a_conf(self) -> dict[str, str]:
+        """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
+        props = self._merged_spark_properties()
+        conf = {"spark.hadoop.fs.s3.impl": S3A_FILE_SYSTEM, "spark.hadoop.fs.s3a.impl": S3A_FILE_SYSTEM}
+        endpoint = props.get("s3.endpoint")
+        if endpoint:
+            conf["spark.hadoop.fs.s3a.endpoint"] = endpoint
+            conf["spark.hadoop.fs.s3a.connection.ssl.enabled"] = str(_scheme(endpoint) != "http").lower()
+        path_style = props.get("s3.path-style-access")
+        if path_style is None and endpoint and not _is_aws_endpoint(endpoint):
+            path_style = "true"
+        if path_style is not None:
+            conf["spark.hadoop.fs.s3a.path.style.access"] = str(path_style).lower()
+        if props.get("s3.region"):
+            conf["spark.hadoop.fs.s3a.endpoint.region"] = props["s3.region"]
+        if props.get("s3.access-key-id") and props.get("s3.secret-access-key"):
+            conf["spark.hadoop.fs.s3a.access.key"] = props["s3.access-key-id"]
+            conf["spark.hadoop.fs.s3a.secret.key"] = props["s3.secret-access-key"]
+            if props.get("s3.session-token"):
+                conf["spark.hadoop.fs.s3a.session.token"] = props["s3.session-token"]
+                provider = "org.apache.hadoop.fs.s3a.TemporaryAWSCredentialsProvider"
+            else:
+                provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
+            conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
+        return conf
 
     # -- the Spark face ---------------------------------------------------------------------
     def spark_catalog_conf(self) -> dict[str, str]:
@@ -214,17 +289,26 @@ class CatalogConfig:
             catalog.update({"type": "rest", "uri": self.uri})
             if self.user and self.password:
                 catalog["credential"] = f"{self.user}:{self.password}"
+                # Said, not guessed: Iceberg 1.10 warns on every job when it infers this.
+                catalog["rest.auth.type"] = "oauth2"
+                catalog.update(self._oauth2_properties())
             elif self.password:
                 catalog["token"] = self.password
+                catalog["rest.auth.type"] = "oauth2"
         else:
             catalog.update({"type": "hive", "uri": self.uri})
         if self.warehouse:
             catalog["warehouse"] = _spark_warehouse(self.warehouse)
-        catalog.update({str(k): str(v) for k, v in self.properties.items()})
-        catalog.update({str(k): str(v) for k, v in self.spark_properties.items()})
+        if self.spark_uses_s3a:
+            # Iceberg's default S3FileIO needs the AWS SDK v2, which the runtime jar does not
+            # bundle; Hadoop's S3A (hadoop-aws and its SDK bundle) reads s3:// and s3a:// alike.
+            catalog["io-impl"] = HADOOP_FILE_IO
+        catalog.update(self._merged_spark_properties())
         conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
         conf.update({f"{prefix}.{key}": value for key, value in catalog.items()})
         conf["spark.sql.extensions"] = SPARK_EXTENSIONS
+        if self.spark_uses_s3a:
+            conf.update(self._s3a_conf())
         conf.update({str(k): str(v) for k, v in self.spark_conf.items()})
         return conf
 

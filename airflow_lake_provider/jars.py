@@ -6,6 +6,9 @@ Order of precedence for the Iceberg Spark runtime:
 2. ``$LAKE_ICEBERG_RUNTIME_JAR``;
 3. the runtime jar shipped by the PyPI package ``snowpark-connect-deps-iceberg``.
 JDBC drivers come from ``$LAKE_JDBC_JAR_DIR`` or Debian's ``/usr/share/java``.
+S3A (an ``s3://``/``s3a://`` lake read through Hadoop): ``hadoop-aws`` and the AWS SDK bundle it
+was built against, from ``$LAKE_S3A_JAR_DIR`` or the cache ``scripts/bootstrap.sh`` fills
+(``$LAKE_JAR_CACHE``, default ``~/.cache/airflow-lake-provider/jars``).
 """
 
 from __future__ import annotations
@@ -20,6 +23,8 @@ from airflow_lake_provider.exceptions import LakeConfigError
 SCALA_VERSION = "2.12"
 SPARK_MINOR = "3.5"
 _JDBC_JARS = {"sqlite": "sqlite-jdbc.jar", "postgresql": "postgresql.jar"}
+# A matched pair: hadoop-aws 3.3.1 was built against this SDK bundle; it runs on pyspark 3.5's Hadoop 3.3.4.
+S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
 _JDBC_DEBIAN_PACKAGES = {"sqlite": "libxerial-sqlite-jdbc-java", "postgresql": "libpostgresql-jdbc-java"}
 
 
@@ -57,13 +62,37 @@ def jdbc_driver_jar(dialect: str) -> str:
     return str(path)
 
 
+def jar_cache_dir() -> Path:
+    """Where ``scripts/bootstrap.sh`` caches downloaded jars (outside git)."""
+    return Path(os.environ.get("LAKE_JAR_CACHE") or Path.home() / ".cache" / "airflow-lake-provider" / "jars")
+
+
+def s3a_jars() -> list[str]:
+    """Paths of ``hadoop-aws`` and its AWS SDK bundle, which Spark needs to read ``s3://``/``s3a://``."""
+    override = os.environ.get("LAKE_S3A_JAR_DIR")
+    directory = Path(override) if override else jar_cache_dir()
+    missing = [name for name in S3A_JARS if not (directory / name).is_file()]
+    if missing:
+        where = f"LAKE_S3A_JAR_DIR ({directory})" if override else f"the jar cache {directory}"
+        raise LakeConfigError(
+            f"The lake is on S3, which Spark reads through Hadoop's S3A, but {', '.join(missing)} "
+            f"{'is' if len(missing) == 1 else 'are'} missing from {where} (Spark would fail with "
+            "'No FileSystem for scheme \"s3\"'). Run scripts/bootstrap.sh (it caches both jars), set "
+            f"LAKE_S3A_JAR_DIR to a directory holding {' and '.join(S3A_JARS)}, or give the connection "
+            "spark_packages ['org.apache.hadoop:hadoop-aws:3.3.4'] where Maven Central is reachable."
+        )
+    return [str(directory / name) for name in S3A_JARS]
+
+
 def resolve_jars(
     jdbc_dialect: str | None,
     *,
     extra_jars: list[str] | None = None,
     packages: list[str] | None = None,
+    s3a: bool = False,
 ) -> list[str]:
-    """All jars for a job: the user's own, the Iceberg runtime (unless given as a package), the JDBC driver."""
+    """All jars for a job: the user's own, the Iceberg runtime (unless given as a package), the JDBC
+    driver, and S3A's pair when ``s3a`` (unless the user gives hadoop-aws as a jar or a package)."""
     jars = list(extra_jars or [])
     for jar in jars:
         if "://" not in jar and not Path(jar).is_file():
@@ -73,4 +102,6 @@ def resolve_jars(
         jars.append(iceberg_runtime_jar())
     if jdbc_dialect and not any(_JDBC_JARS[jdbc_dialect].split(".")[0].split("-")[0] in Path(j).name for j in jars):
         jars.append(jdbc_driver_jar(jdbc_dialect))
+    if s3a and not any("hadoop-aws" in Path(item).name or ":hadoop-aws:" in item for item in [*jars, *(packages or [])]):
+        jars.extend(s3a_jars())
     return jars

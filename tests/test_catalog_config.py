@@ -121,3 +121,127 @@ def test_table_identifier_forms():
     assert ident.dotted == "db.events"
     assert ident.spark_name("lake") == "`lake`.`db`.`events`"
     assert TableIdentifier.parse("a.b.c").namespace == ("a", "b")
+
+
+# -- S3 and REST defaults ------------------------------------------------------------------
+_S3 = {"s3.endpoint": "http://127.0.0.1:8333", "s3.access-key-id": "AKIDTEST", "s3.secret-access-key": "s3-secret-x",
+       "s3.region": "us-east-1"}
+
+
+@pytest.mark.parametrize("warehouse", ["s3://bucket/wh", "s3a://bucket/wh"])
+def test_s3_warehouse_gives_spark_hadoop_file_io_over_s3a(warehouse):
+    config = CatalogConfig(name="c", kind="sql", uri="sqlite:////x/c.db", warehouse=warehouse, properties=_S3)
+    spark = config.spark_catalog_conf()
+    assert config.uses_s3 and config.spark_uses_s3a
+    assert spark["spark.sql.catalog.c.io-impl"] == "org.apache.iceberg.hadoop.HadoopFileIO"
+    assert spark["spark.sql.catalog.c.warehouse"] == warehouse
+    s3a = "org.apache.hadoop.fs.s3a.S3AFileSystem"
+    assert spark["spark.hadoop.fs.s3.impl"] == spark["spark.hadoop.fs.s3a.impl"] == s3a
+    assert spark["spark.hadoop.fs.s3a.endpoint"] == "http://127.0.0.1:8333"
+    assert spark["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"  # from the endpoint's scheme
+    assert spark["spark.hadoop.fs.s3a.path.style.access"] == "true"  # not AWS: no bucket.host names
+    assert spark["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert spark["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
+    assert spark["spark.hadoop.fs.s3a.access.key"] == "AKIDTEST"
+    assert spark["spark.hadoop.fs.s3a.secret.key"] == "s3-secret-x"
+    # The keys are secrets by name, so the job runner puts them in the 0600 spec file, not argv.
+    assert is_secret_key("spark.hadoop.fs.s3a.access.key") and is_secret_key("spark.hadoop.fs.s3a.secret.key")
+    assert "s3-secret-x" in config.secret_values() and "AKIDTEST" in config.secret_values()
+    # PyIceberg: path-style addressing for a store that is not AWS.
+    py = config.pyiceberg_catalog_properties()
+    assert py["s3.force-virtual-addressing"] == "false" and py["s3.endpoint"] == "http://127.0.0.1:8333"
+
+
+def test_s3_defaults_yield_to_what_the_user_set():
+    config = CatalogConfig(
+        name="c", kind="sql", uri="sqlite:////x/c.db", warehouse="s3://b/wh",
+        properties={**_S3, "s3.endpoint": "https://minio.internal:9000", "s3.path-style-access": "false"},
+        pyiceberg_properties={"s3.force-virtual-addressing": "true"},
+        spark_conf={"spark.hadoop.fs.s3a.endpoint.region": "eu-west-1"},
+    )
+    spark = config.spark_catalog_conf()
+    assert spark["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "true"
+    assert spark["spark.hadoop.fs.s3a.path.style.access"] == "false"
+    assert spark["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert config.pyiceberg_catalog_properties()["s3.force-virtual-addressing"] == "true"
+    # The user's own FileIO (with the AWS SDK v2 they ship) wins: no S3A settings, no S3A jars.
+    own = CatalogConfig(name="c", kind="sql", uri="sqlite:////x/c.db", warehouse="s3://b/wh", properties=_S3,
+                        spark_properties={"io-impl": "org.apache.iceberg.aws.s3.S3FileIO"})
+    spark = own.spark_catalog_conf()
+    assert spark["spark.sql.catalog.c.io-impl"].endswith("S3FileIO") and not own.spark_uses_s3a
+    assert not [key for key in spark if key.startswith("spark.hadoop.fs.s3")]
+
+
+def test_s3_on_aws_with_the_default_credential_chain():
+    config = CatalogConfig(name="c", kind="hive", uri="thrift://ms:9083", warehouse="s3://b/wh",
+                           properties={"s3.region": "eu-west-1"})
+    spark = config.spark_catalog_conf()
+    assert spark["spark.sql.catalog.c.io-impl"].endswith("HadoopFileIO")
+    assert spark["spark.hadoop.fs.s3.impl"].endswith("S3AFileSystem")
+    assert "spark.hadoop.fs.s3a.aws.credentials.provider" not in spark and "spark.hadoop.fs.s3a.access.key" not in spark
+    assert "spark.hadoop.fs.s3a.path.style.access" not in spark and "spark.hadoop.fs.s3a.endpoint" not in spark
+    assert "s3.force-virtual-addressing" not in config.pyiceberg_catalog_properties()
+    temporary = CatalogConfig(name="c", kind="hive", uri="thrift://ms:9083", warehouse="s3://b/wh",
+                              properties={**_S3, "s3.endpoint": "https://s3.eu-west-1.amazonaws.com",
+                                          "s3.session-token": "sess-tok"})
+    spark = temporary.spark_catalog_conf()
+    assert spark["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("TemporaryAWSCredentialsProvider")
+    assert spark["spark.hadoop.fs.s3a.session.token"] == "sess-tok"
+    assert "spark.hadoop.fs.s3a.path.style.access" not in spark  # AWS: virtual hosts are fine
+    assert "s3.force-virtual-addressing" not in temporary.pyiceberg_catalog_properties()
+
+
+def test_file_warehouse_gets_no_s3_settings():
+    config = CatalogConfig(name="c", kind="sql", uri="sqlite:////x/c.db", warehouse="file:///x/wh")
+    assert not config.uses_s3 and not config.spark_uses_s3a
+    assert not [key for key in config.spark_catalog_conf() if "s3" in key or key.endswith("io-impl")]
+
+
+def test_rest_oauth2_names_its_token_endpoint_on_both_faces():
+    config = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181/", warehouse="tables",
+                           user="client", password="secret99", properties={**_S3, "scope": "catalog"})
+    py, spark = config.pyiceberg_catalog_properties(), config.spark_catalog_conf()
+    assert py["credential"] == spark["spark.sql.catalog.r.credential"] == "client:secret99"
+    assert py["oauth2-server-uri"] == spark["spark.sql.catalog.r.oauth2-server-uri"] == "http://127.0.0.1:8181/v1/oauth/tokens"
+    assert py["scope"] == spark["spark.sql.catalog.r.scope"] == "catalog"
+    assert spark["spark.sql.catalog.r.rest.auth.type"] == "oauth2"
+    # Tables of a REST catalog on S3: the S3 properties alone say so (the warehouse is a name).
+    assert config.spark_uses_s3a and spark["spark.sql.catalog.r.io-impl"].endswith("HadoopFileIO")
+    assert spark["spark.hadoop.fs.s3a.secret.key"] == "s3-secret-x"
+    # An identity provider elsewhere: the user's token endpoint wins, on both faces.
+    idp = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181", user="client", password="secret99",
+                        properties={"oauth2-server-uri": "https://idp.example/token"})
+    assert idp.pyiceberg_catalog_properties()["oauth2-server-uri"] == "https://idp.example/token"
+    assert idp.spark_catalog_conf()["spark.sql.catalog.r.oauth2-server-uri"] == "https://idp.example/token"
+    # A static token needs no token endpoint.
+    token = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181", password="tok123456")
+    assert "oauth2-server-uri" not in token.pyiceberg_catalog_properties()
+    assert "spark.sql.catalog.r.oauth2-server-uri" not in token.spark_catalog_conf()
+
+
+def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkeypatch, bad_input):
+    from airflow_lake_provider.jars import S3A_JARS, resolve_jars, s3a_jars
+
+    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "empty-cache"))
+    with pytest.raises(LakeConfigError) as raised:
+        resolve_jars(None, s3a=True)
+    message = str(raised.value)
+    assert "hadoop-aws-3.3.1.jar" in message and "scripts/bootstrap.sh" in message and "LAKE_S3A_JAR_DIR" in message
+    bad_input("S3 lake without the S3A jars", "warehouse s3://b/wh, empty jar cache", raised.value)
+    cache = tmp_path / "cache"
+    cache.mkdir()
+    for name in S3A_JARS:
+        (cache / name).write_bytes(b"jar")
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(cache))
+    assert s3a_jars() == [str(cache / name) for name in S3A_JARS]
+    jars = resolve_jars(None, s3a=True)
+    assert jars[-2:] == [str(cache / name) for name in S3A_JARS]
+    assert not [j for j in resolve_jars(None, s3a=False) if "hadoop-aws" in j]
+    # hadoop-aws given by the user (jar or package): not added twice.
+    assert not [j for j in resolve_jars(None, s3a=True, packages=["org.apache.hadoop:hadoop-aws:3.3.4"]) if "hadoop-aws" in j]
+    override = tmp_path / "override"
+    override.mkdir()
+    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(override))
+    with pytest.raises(LakeConfigError, match="LAKE_S3A_JAR_DIR"):
+        s3a_jars()

@@ -164,9 +164,10 @@ class IcebergLakeHook(BaseHook):
         return self.config.spark_catalog_conf()
 
     def spark_jars(self, extra_jars: list[str] | None = None) -> list[str]:
-        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver."""
+        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A."""
         jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
-        return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages())
+        return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages(),
+                            s3a=self.config.spark_uses_s3a)
 
     def spark_packages(self) -> list[str]:
         """Maven coordinates to resolve at submit time (only where Maven can be reached)."""
