@@ -235,7 +235,10 @@ class CatalogConfig:
     def _s3a_conf(self) -> dict[str, str]:
         """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
         props = self._merged_spark_properties()
-        conf = {"spark.hadoop.fs.s3.impl": S3A_FILE_SYSTEM, "spark.hadoop.fs.s3a.impl": S3A_FILE_SYSTEM}
+        conf = {"spark.hadoop.fs.s3.impl": S3A_FILE_SYSTEM, "spark.hadoop.fs.s3a.impl": S3A_FILE_SYSTEM,
+                # S3A otherwise deletes the parent "directory" markers after every file it writes: a
+                # request per file, refused (and logged per file) by stores that guard their layout.
+                "spark.hadoop.fs.s3a.directory.marker.retention": "keep"}
         endpoint = props.get("s3.endpoint")
         if endpoint:
             conf["spark.hadoop.fs.s3a.endpoint"] = endpoint

@@ -81,6 +81,14 @@ def spark(lake_hook):
 
     # The PostgreSQL driver too, so tests can register a PostgreSQL catalog in this session.
     jars = list(dict.fromkeys([*lake_hook.spark_jars(), *resolve_jars("postgresql")]))
+    # The S3A pair too when bootstrap cached it, so tests can register a catalog on S3 here.
+    from airflow_lake_provider.exceptions import LakeConfigError
+    from airflow_lake_provider.jars import s3a_jars
+
+    try:
+        jars += s3a_jars()
+    except LakeConfigError:
+        pass
     session = local_session(
         lake_hook.spark_catalog_conf(),
         jars=jars,

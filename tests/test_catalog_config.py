@@ -141,6 +141,7 @@ def test_s3_warehouse_gives_spark_hadoop_file_io_over_s3a(warehouse):
     assert spark["spark.hadoop.fs.s3a.connection.ssl.enabled"] == "false"  # from the endpoint's scheme
     assert spark["spark.hadoop.fs.s3a.path.style.access"] == "true"  # not AWS: no bucket.host names
     assert spark["spark.hadoop.fs.s3a.endpoint.region"] == "us-east-1"
+    assert spark["spark.hadoop.fs.s3a.directory.marker.retention"] == "keep"
     assert spark["spark.hadoop.fs.s3a.aws.credentials.provider"].endswith("SimpleAWSCredentialsProvider")
     assert spark["spark.hadoop.fs.s3a.access.key"] == "AKIDTEST"
     assert spark["spark.hadoop.fs.s3a.secret.key"] == "s3-secret-x"
