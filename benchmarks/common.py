@@ -152,18 +152,22 @@ def raw_spark_submit(*args: str) -> tuple[float, dict]:
     """A plain spark-submit of ``raw_spark.py`` on the lake's catalog: (wall seconds, its JSON line).
 
     The same local settings the provider's job runner uses (127.0.0.1, no UI, the catalog's jars),
-    with the catalog configuration as ``--conf`` arguments, the way one would type it by hand.
+    with the catalog configuration in a ``--properties-file`` (mode 0600), as one would run it by hand.
     """
     hook = lake_hook()
     hook.catalog  # creates the SQLite catalog tables Spark is told not to create
     conf = {"spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
             "spark.ui.showConsoleProgress": "false", **hook.spark_catalog_conf()}
-    command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(hook.spark_jars())]
-    for key, value in conf.items():
-        command += ["--conf", f"{key}={value}"]
-    started = time.perf_counter()
-    out = subprocess.run([*command, str(RAW_APP), *args], capture_output=True, text=True, env=os.environ.copy())
-    wall = time.perf_counter() - started
+    # A properties file readable by this user only: the catalog's secrets stay off the command line.
+    with tempfile.TemporaryDirectory() as private:
+        properties = Path(private) / "spark.properties"
+        with open(os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+            handle.writelines(f"{key} {value}\n" for key, value in conf.items())
+        command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(hook.spark_jars()),
+                   "--properties-file", str(properties)]
+        started = time.perf_counter()
+        out = subprocess.run([*command, str(RAW_APP), *args], capture_output=True, text=True, env=os.environ.copy())
+        wall = time.perf_counter() - started
     if out.returncode != 0:
         raise RuntimeError(f"raw spark-submit failed:\n{out.stderr[-4000:]}")
     return wall, json.loads(out.stdout.strip().splitlines()[-1])

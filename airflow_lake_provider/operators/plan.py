@@ -257,7 +257,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             engine, plan["table"], plan["snapshot_id"], totals["groups"], totals["files"], totals["bytes"],
             plan["expected_output_files"],
         )
-        if totals["groups"] == 0 and self.skip_rewrite_when_empty:
+        if totals["groups"] == 0 and self.skip_rewrite_when_empty and self.has_dag():  # outside a DAG: nothing to skip
             from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
             rewrites = [t for t in self.get_direct_relatives(upstream=False)

