@@ -55,10 +55,12 @@ def test_unknown_job_and_unserialisable_args_fail_before_spark(lake_hook):
     assert job._submit_hook is None
 
 
-def test_cluster_mode_requires_a_shared_result_location(lake_hook):
-    job = LakeSparkJobHook(lake_hook=lake_hook, deploy_mode="cluster")
+def test_cluster_mode_requires_a_shared_result_location(lake_hook, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", '{"conn_type": "spark", "host": "yarn"}')
+    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", deploy_mode="cluster")
     with pytest.raises(LakeConfigError, match="result_location"):
         job.run_job("sql", {"statements": ["SELECT 1"]})
+    assert job._submit_hook is None
 
 
 def test_result_location_directory_is_honoured(lake_hook, tmp_path):

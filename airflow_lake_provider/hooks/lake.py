@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
+from pathlib import Path
 from typing import Any
 
 from airflow.sdk import BaseHook
@@ -22,7 +23,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.identifiers import TableIdentifier
-from airflow_lake_provider.jars import resolve_jars
+from airflow_lake_provider.jars import jdbc_driver_jar, resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
 
 _INSTALL_HINT = {
@@ -53,6 +54,17 @@ def _json_list(value: Any, field: str) -> list[str]:
     if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
         raise LakeConfigError(f"Connection field {field!r} must be a list of strings.")
     return value
+
+
+def _json_flag(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = "" if value is None else str(value).strip().lower()
+    if text in ("", "false", "0", "no"):
+        return False
+    if text in ("true", "1", "yes"):
+        return True
+    raise LakeConfigError(f"Connection field {field!r} must be true or false; got {value!r}.")
 
 
 class IcebergLakeHook(BaseHook):
@@ -163,10 +175,30 @@ class IcebergLakeHook(BaseHook):
         """Spark configuration registering this catalog; contains secrets, keep it off argv."""
         return self.config.spark_catalog_conf()
 
-    def spark_jars(self, extra_jars: list[str] | None = None) -> list[str]:
-        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver."""
+    @property
+    def iceberg_runtime_provided(self) -> bool:
+        """The connection's ``iceberg_runtime_provided`` extra: the cluster's image has Iceberg's runtime."""
+        return _json_flag(self._extra.get("iceberg_runtime_provided"), "iceberg_runtime_provided")
+
+    def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None) -> list[str]:
+        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver.
+
+        With ``iceberg_runtime_provided`` (``None``: the connection's extra decides) no Iceberg
+        runtime is added: the Spark installation the job runs on has it on its class path.
+        """
         jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
-        return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages())
+        provided = self.iceberg_runtime_provided if iceberg_runtime_provided is None else iceberg_runtime_provided
+        if not provided:
+            return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages())
+        for jar in jars:
+            if "://" not in jar and not Path(jar).is_file():
+                raise LakeConfigError(f"Jar {jar!r} does not exist.")
+        dialect = self.config.jdbc_driver
+        if dialect:
+            driver = jdbc_driver_jar(dialect)
+            if not any(Path(jar).name == Path(driver).name for jar in jars):
+                jars.append(driver)
+        return jars
 
     def spark_packages(self) -> list[str]:
         """Maven coordinates to resolve at submit time (only where Maven can be reached)."""
