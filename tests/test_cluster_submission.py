@@ -105,6 +105,14 @@ def test_launch_settings_of_the_connection_reach_spark_submit_and_secrets_do_not
     assert spec["session_conf"]["spark.sql.catalog.lake.type"] == "jdbc"
 
 
+def test_own_session_extensions_replace_icebergs_on_the_command_line(tmp_path, lake_hook):
+    extensions = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,com.example.Audit"
+    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conf={"spark.sql.extensions": extensions})
+    submission, command = _prepare(job, tmp_path)
+    assert _confs(command)["spark.sql.extensions"] == extensions
+    assert "spark.sql.extensions" not in json.loads(submission.spec_path.read_text())["session_conf"]
+
+
 def test_no_python_or_path_of_this_worker_is_sent_to_a_cluster(monkeypatch, tmp_path, lake_hook):
     _spark_connection(monkeypatch, "spark_standalone", "spark://10.0.0.5", 7077)
     job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_standalone")

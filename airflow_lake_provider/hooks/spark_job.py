@@ -338,8 +338,11 @@ class LakeSparkJobHook(BaseHook):
             else:
                 launch[key] = str(value)
                 session.pop(key, None)  # set once, at launch: a session value would undo an override
-        # Catalog settings that are not secret but must exist when the SparkContext starts.
-        launch["spark.sql.extensions"] = session.pop("spark.sql.extensions")
+        # Catalog settings that are not secret but must exist when the SparkContext starts
+        # (a spark_conf value, already in launch, replaces Iceberg's: it must name it too).
+        extensions = session.pop("spark.sql.extensions", None)
+        if extensions:
+            launch.setdefault("spark.sql.extensions", extensions)
         if target.driver_in_task and "spark.pyspark.python" in launch:
             # spark.pyspark.python names the executors' Python and would run the driver too
             # (Spark prefers it to PYSPARK_DRIVER_PYTHON); the driver runs here, in the task.
