@@ -44,6 +44,8 @@ def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, l
         "extra": {"catalog_name": "lake", "warehouse": f"file://{lake_home}/warehouse", "spark_conf": {
             "spark.pyspark.python": sys.executable,
             "spark.executor.memory": "1g", "spark.cores.max": "1",
+            # Expiry and clean shuffle into 200 partitions by default: 600 and 200 tasks on one core.
+            "spark.sql.shuffle.partitions": "4",
             # The cluster's daemons listen on 127.0.0.1: the driver must too.
             "spark.driver.host": "127.0.0.1", "spark.driver.bindAddress": "127.0.0.1",
         }}}))
