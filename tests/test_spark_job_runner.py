@@ -97,7 +97,9 @@ def test_killing_the_task_kills_the_spark_application(lake_hook):
     python_driver: list[psutil.Process] = []
     while time.monotonic() < deadline and not python_driver:
         time.sleep(0.5)
-        python_driver = [p for p in _job_processes("spec.json") if "python" in p.name().lower()]
+        hook = job._submit_hook
+        if hook is not None:  # this job's own spec path: other runs on the machine have theirs
+            python_driver = [p for p in _job_processes(hook._application_args[0]) if "python" in p.name().lower()]
     assert python_driver, "the PySpark driver never started"
     submit_process = job._submit_hook._submit_sp
     job.on_kill()
