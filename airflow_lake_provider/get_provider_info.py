@@ -54,6 +54,11 @@ CONNECTION_FIELDS: dict[str, Any] = {
     "spark_packages": _string_field(
         "Maven packages", "Comma-separated coordinates for --packages, where Maven Central is reachable."
     ),
+    "iceberg_runtime_provided": {
+        "label": "Iceberg runtime provided",
+        "description": "The cluster's Spark image already has the Iceberg Spark runtime: ship no runtime jar.",
+        "schema": {"type": ["boolean", "null"]},
+    },
 }
 
 

@@ -90,15 +90,17 @@ def resolve_jars(
     extra_jars: list[str] | None = None,
     packages: list[str] | None = None,
     s3a: bool = False,
+    iceberg_runtime_provided: bool = False,
 ) -> list[str]:
-    """All jars for a job: the user's own, the Iceberg runtime (unless given as a package), the JDBC
-    driver, and S3A's pair when ``s3a`` (unless the user gives hadoop-aws as a jar or a package)."""
+    """All jars for a job: the user's own, the Iceberg runtime (unless given as a package, or
+    ``iceberg_runtime_provided`` by the cluster's image), the JDBC driver, and S3A's pair when
+    ``s3a`` (unless the user gives hadoop-aws as a jar or a package)."""
     jars = list(extra_jars or [])
     for jar in jars:
         if "://" not in jar and not Path(jar).is_file():
             raise LakeConfigError(f"Jar {jar!r} does not exist.")
     user_gives_runtime = any("iceberg-spark-runtime" in item for item in [*jars, *(packages or [])])
-    if not user_gives_runtime:
+    if not (user_gives_runtime or iceberg_runtime_provided):
         jars.append(iceberg_runtime_jar())
     if jdbc_dialect and not any(_JDBC_JARS[jdbc_dialect].split(".")[0].split("-")[0] in Path(j).name for j in jars):
         jars.append(jdbc_driver_jar(jdbc_dialect))

@@ -147,3 +147,23 @@ def pytest_sessionfinish(session, exitstatus):
         and not config.option.keyword
     if exitstatus == 0 and full_run and bad_input_catalogue.RECORDED:
         bad_input_catalogue.write_catalogue(REPO / "docs" / "bad-inputs.md")
+
+
+@pytest.fixture(scope="session")
+def spark_cluster(tmp_path_factory):
+    """A Spark standalone Master and Worker (1 core, 1 GiB) on 127.0.0.1, stopped at the end.
+
+    Yields a :class:`spark_cluster.SparkStandaloneCluster`: ``master_url`` (``spark://...``),
+    ``web_ui_url`` (the Master's ``/json`` lists workers and applications), ``logs()``.
+    """
+    from spark_cluster import SparkStandaloneCluster
+
+    cluster = SparkStandaloneCluster(tmp_path_factory.mktemp("spark-cluster"))
+    try:
+        cluster.start()
+        yield cluster
+    except BaseException:
+        print(cluster.logs())
+        raise
+    finally:
+        cluster.stop()

@@ -55,10 +55,12 @@ def test_unknown_job_and_unserialisable_args_fail_before_spark(lake_hook):
     assert job._submit_hook is None
 
 
-def test_cluster_mode_requires_a_shared_result_location(lake_hook):
-    job = LakeSparkJobHook(lake_hook=lake_hook, deploy_mode="cluster")
+def test_cluster_mode_requires_a_shared_result_location(lake_hook, monkeypatch):
+    monkeypatch.setenv("AIRFLOW_CONN_SPARK_YARN", '{"conn_type": "spark", "host": "yarn"}')
+    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", deploy_mode="cluster")
     with pytest.raises(LakeConfigError, match="result_location"):
         job.run_job("sql", {"statements": ["SELECT 1"]})
+    assert job._submit_hook is None
 
 
 def test_result_location_directory_is_honoured(lake_hook, tmp_path):
@@ -95,7 +97,9 @@ def test_killing_the_task_kills_the_spark_application(lake_hook):
     python_driver: list[psutil.Process] = []
     while time.monotonic() < deadline and not python_driver:
         time.sleep(0.5)
-        python_driver = [p for p in _job_processes("spec.json") if "python" in p.name().lower()]
+        hook = job._submit_hook
+        if hook is not None:  # this job's own spec path: other runs on the machine have theirs
+            python_driver = [p for p in _job_processes(hook._application_args[0]) if "python" in p.name().lower()]
     assert python_driver, "the PySpark driver never started"
     submit_process = job._submit_hook._submit_sp
     job.on_kill()

@@ -55,6 +55,17 @@ def _json_list(value: Any, field: str) -> list[str]:
     return value
 
 
+def _json_flag(value: Any, field: str) -> bool:
+    if isinstance(value, bool):
+        return value
+    text = "" if value is None else str(value).strip().lower()
+    if text in ("", "false", "0", "no"):
+        return False
+    if text in ("true", "1", "yes"):
+        return True
+    raise LakeConfigError(f"Connection field {field!r} must be true or false; got {value!r}.")
+
+
 class IcebergLakeHook(BaseHook):
     """Opens the Iceberg catalog an Airflow connection describes, from PyIceberg and from Spark.
 
@@ -163,11 +174,21 @@ class IcebergLakeHook(BaseHook):
         """Spark configuration registering this catalog; contains secrets, keep it off argv."""
         return self.config.spark_catalog_conf()
 
-    def spark_jars(self, extra_jars: list[str] | None = None) -> list[str]:
-        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A."""
+    @property
+    def iceberg_runtime_provided(self) -> bool:
+        """The connection's ``iceberg_runtime_provided`` extra: the cluster's image has Iceberg's runtime."""
+        return _json_flag(self._extra.get("iceberg_runtime_provided"), "iceberg_runtime_provided")
+
+    def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None) -> list[str]:
+        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A.
+
+        With ``iceberg_runtime_provided`` (``None``: the connection's extra decides) no Iceberg
+        runtime is added: the Spark installation the job runs on has it on its class path.
+        """
         jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
+        provided = self.iceberg_runtime_provided if iceberg_runtime_provided is None else iceberg_runtime_provided
         return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages(),
-                            s3a=self.config.spark_uses_s3a)
+                            s3a=self.config.spark_uses_s3a, iceberg_runtime_provided=provided)
 
     def spark_packages(self) -> list[str]:
         """Maven coordinates to resolve at submit time (only where Maven can be reached)."""

@@ -3,12 +3,29 @@
 What it adds on top of ``SparkSubmitHook``:
 
 * a JSON job spec in, a JSON result out (SparkSubmitHook only reports an exit code);
-* the catalog's Spark configuration passed in the spec file (mode 0600, in a private
-  directory), never as ``--conf`` arguments, so secrets stay out of the process list;
-* the jars found for the catalog, the jobs package shipped as ``--py-files``;
+* the catalog's Spark configuration and every secret-looking key passed in the spec file
+  (mode 0600, in a private directory), never as ``--conf`` arguments, so secrets stay out of the
+  process list; the other, launch-time settings (``spark.executor.memory``, ``spark.cores.max``,
+  ``spark.pyspark.python``...) of the lake connection's ``spark_conf`` and of ``spark_conf`` go
+  on the command line, where the cluster manager reads them;
+* the jars found for the catalog (the Iceberg runtime unless the cluster's image provides it),
+  the jobs package shipped as ``--py-files``;
 * ``local[*]`` when the Spark connection does not exist (SparkSubmitHook would pick yarn);
+* the deploy mode of the operator, else of the Spark connection's ``deploy-mode`` extra, with a
+  refusal before spark-submit where Spark has no cluster mode (local masters; Python
+  applications on standalone ``spark://`` masters);
+* quiet task logs: Spark's start-up INFO lines are cut from the JVM running in the task (the
+  driver in client mode, the submitting client in cluster mode), and in cluster mode the
+  driver's log configuration is shipped with ``--files``;
 * the application's own error (an Iceberg exception) raised as :class:`LakeJobError`;
 * ``on_kill`` that kills the whole spark-submit process group (JVM and Python driver).
+
+Which Python runs where: on a ``local`` master the task's own interpreter runs the driver and
+the executors (``PYSPARK_PYTHON``/``PYSPARK_DRIVER_PYTHON`` of the environment when set).
+On a cluster nothing of the Airflow worker's Python or ``PATH`` is sent along: the executors run
+``spark.pyspark.python`` when set (``spark_conf``), else the ``PYSPARK_PYTHON`` of the environment
+spark-submit runs in, else ``python3`` on the cluster's hosts (Spark's own order). In client mode
+the driver still runs in the task with the task's interpreter.
 
 Results in cluster deploy mode: the driver runs on the cluster, so give ``result_location``
 a directory both sides reach (``hdfs://...``, ``s3a://...``); the job writes its result there
@@ -25,6 +42,7 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -42,6 +60,8 @@ from airflow_lake_provider.jobs import JOB_NAMES
 PACKAGE_DIR = Path(airflow_lake_provider.__file__).parent
 JOB_APPLICATION = PACKAGE_DIR / "jobs" / "main.py"
 DEFAULT_LOCAL_MASTER = "local[*]"
+DEPLOY_MODES = ("client", "cluster")
+LOG_CONFIG_NAME = "log4j2.properties"
 # Spark's start-up chatter at INFO buries the job's own lines in the task log.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = warn
@@ -54,20 +74,85 @@ appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.iceberg.name = org.apache.iceberg
 logger.iceberg.level = warn
 """
+# The submitting client in cluster mode: SparkSubmitHook reads the YARN application id, the
+# Kubernetes driver pod and the standalone driver id from these INFO lines (to track and kill).
+_LOG4J2_SUBMITTER = _LOG4J2_PROPERTIES + """\
+logger.deploy.name = org.apache.spark.deploy
+logger.deploy.level = info
+"""
+# Settings spark-submit takes from its own flags when both are given (SparkSubmitArguments:
+# ``Option(jars).orElse(sparkProperties.get("spark.jars"))``): a conf value would be dropped
+# silently, so it is merged into the flag instead.
+_FLAG_CONF = {"spark.jars": "jars", "spark.jars.packages": "packages", "spark.files": "files",
+              "spark.submit.pyFiles": "py_files"}
+# Set through the deploy mode and the Spark connection, never through spark_conf.
+_REFUSED_CONF = {"spark.master": "the Spark connection's host", "spark.submit.deployMode": "deploy_mode or the Spark connection's deploy-mode extra"}
 
 
 class _SparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook that falls back to ``local[*]`` rather than yarn when its connection is missing."""
+    """SparkSubmitHook with a ``local[*]`` fallback and an environment for spark-submit alone.
 
-    def __init__(self, *, fallback_master: str | None, **kwargs: Any) -> None:
+    ``process_env`` is the environment of the spark-submit process on this machine (where to find
+    spark-submit, its log configuration, the driver's Python in client mode). The base hook sends
+    its ``env_vars`` to the cluster on YARN and Kubernetes (``appMasterEnv``/``driverEnv``);
+    ``process_env`` never leaves this machine.
+    """
+
+    def __init__(self, *, fallback_master: str | None, process_env: dict[str, str] | None = None, **kwargs: Any) -> None:
         self._fallback_master = fallback_master
+        self._process_env = dict(process_env or {})
         super().__init__(**kwargs)
 
     def _resolve_connection(self) -> dict[str, Any]:
         data = super()._resolve_connection()
         if self._fallback_master:
             data["master"] = self._fallback_master
+            # Without a connection the base hook drops its deploy_mode argument too.
+            data["deploy_mode"] = data["deploy_mode"] or self._deploy_mode
         return data
+
+    def _build_spark_common_args(self) -> list[str]:
+        args = super()._build_spark_common_args()  # sets self._env from env_vars where it applies
+        if self._process_env:
+            self._env = {**self._process_env, **(self._env or {})}
+        return args
+
+
+@dataclass(frozen=True)
+class SparkTarget:
+    """Where a job runs: the master URL and the deploy mode (``client`` or ``cluster``)."""
+
+    master: str
+    deploy_mode: str
+
+    @property
+    def is_local(self) -> bool:
+        return self.master.startswith("local")
+
+    @property
+    def driver_in_task(self) -> bool:
+        """Client mode: the driver runs in the Airflow task, next to spark-submit."""
+        return self.deploy_mode == "client"
+
+
+@dataclass
+class Submission:
+    """One prepared spark-submit: the hook that runs it and where the result will appear."""
+
+    job: str
+    target: SparkTarget
+    hook: _SparkSubmitHook
+    result_location: str
+    spec_path: Path
+
+    def command(self) -> list[str]:
+        """The spark-submit command line, as SparkSubmitHook builds it (secrets never in it)."""
+        return self.hook._build_spark_submit_command(str(JOB_APPLICATION))
+
+    def environment(self) -> dict[str, str]:
+        """Environment variables set for the spark-submit process (on top of the worker's own)."""
+        self.hook._build_spark_common_args()  # where SparkSubmitHook settles its own env_vars
+        return dict(self.hook._env or {})
 
 
 #: Pure modules the jobs import besides ``jobs/`` (no Airflow import in any of them).
@@ -85,17 +170,39 @@ def _jobs_archive(directory: Path) -> str:
     return str(archive)
 
 
+def _joined(*parts: str | list[str] | None) -> str | None:
+    """Comma-separated list for a spark-submit flag, without empties or repeats."""
+    items: list[str] = []
+    for part in parts:
+        for item in ([part] if isinstance(part, str) else part or []):
+            items += [piece.strip() for piece in str(item).split(",") if piece.strip()]
+    return ",".join(dict.fromkeys(items)) or None
+
+
+def _write_private(path: Path, text: str) -> Path:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w", encoding="utf-8") as handle:
+        handle.write(text)
+    return path
+
+
 class LakeSparkJobHook(BaseHook):
     """Submits one of this provider's PySpark jobs and returns its JSON result.
 
     :param lake_hook: the catalog the job works on.
     :param spark_conn_id: the apache-spark provider's connection (master, deploy mode, queue...).
         When it does not exist the job runs on ``local[*]``.
-    :param spark_conf: extra Spark configuration; keys that look secret go into the spec file.
+    :param spark_conf: extra Spark configuration, over the lake connection's ``spark_conf``;
+        keys that look secret go into the spec file, the others on the command line.
     :param jars: extra jar paths (added to those the catalog needs).
     :param packages: Maven coordinates for ``--packages`` (only where Maven is reachable).
+    :param deploy_mode: ``client`` or ``cluster``; overrides the Spark connection's
+        ``deploy-mode`` extra (default: ``client``).
     :param result_location: where the job writes its result. Default: a private local
         directory (client mode). Required in cluster deploy mode: a shared directory URI.
+    :param iceberg_runtime_provided: the cluster's image has the Iceberg Spark runtime, so none
+        is shipped. ``None``: the lake connection's ``iceberg_runtime_provided`` extra decides.
+    :param env_vars: environment for the application, as SparkSubmitHook reads it (the
+        spark-submit process; on YARN and Kubernetes also the driver's environment).
     """
 
     def __init__(
@@ -112,6 +219,7 @@ class LakeSparkJobHook(BaseHook):
         num_executors: int | None = None,
         deploy_mode: str | None = None,
         result_location: str | None = None,
+        iceberg_runtime_provided: bool | None = None,
         env_vars: dict[str, str] | None = None,
         verbose: bool = False,
     ) -> None:
@@ -127,6 +235,7 @@ class LakeSparkJobHook(BaseHook):
         self.num_executors = num_executors
         self.deploy_mode = deploy_mode
         self.result_location = result_location
+        self.iceberg_runtime_provided = iceberg_runtime_provided
         self.env_vars = dict(env_vars or {})
         self.verbose = verbose
         self._submit_hook: _SparkSubmitHook | None = None
@@ -145,7 +254,7 @@ class LakeSparkJobHook(BaseHook):
         base = self.history_server_url
         return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
-    # -- what gets submitted ----------------------------------------------------------------
+    # -- where it runs ----------------------------------------------------------------------
     def _spark_connection(self):
         """The apache-spark connection, or ``None`` when it does not exist (then: ``local[*]``)."""
         try:
@@ -153,20 +262,131 @@ class LakeSparkJobHook(BaseHook):
         except AirflowNotFoundException:
             return None
 
-    def _launch_conf(self, is_local: bool, work_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
-        """Split the configuration into what goes on the command line and what goes in the spec."""
-        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false", "spark.sql.warehouse.dir": str(work_dir / "spark-warehouse")}
-        if is_local:
+    def resolve_target(self) -> SparkTarget:
+        """The master and deploy mode, refused here when Spark could not run the job that way."""
+        conn = self._spark_connection()
+        if conn is None:
+            master = DEFAULT_LOCAL_MASTER
+            mode, source = self.deploy_mode, "deploy_mode"
+        else:
+            master = self._master()
+            extra_mode = conn.extra_dejson.get("deploy-mode")
+            mode, source = (self.deploy_mode, "deploy_mode") if self.deploy_mode else (
+                extra_mode, f"the deploy-mode extra of Spark connection {self.spark_conn_id!r}")
+        mode = str(mode).strip().lower() if mode else "client"
+        if mode not in DEPLOY_MODES:
+            raise LakeConfigError(f"Deploy mode {mode!r} (from {source}) must be 'client' or 'cluster'.")
+        target = SparkTarget(master=master, deploy_mode=mode)
+        if mode == "cluster":
+            self._check_cluster_mode(target)
+        return target
+
+    def _master(self) -> str:
+        """The master URL as the apache-spark provider reads its connection (host, port, scheme)."""
+        try:
+            return _SparkSubmitHook(fallback_master=None, conn_id=self.spark_conn_id)._connection["master"]
+        except (RuntimeError, NameError) as error:
+            # Without the cncf provider, SparkSubmitHook 5.x fails on k8s:// masters with
+            # "NameError: name 'kube_client' is not defined" (its import guard leaves it unset).
+            if "kube" not in str(error):
+                raise
+            raise LakeConfigError(
+                f"Spark connection {self.spark_conn_id!r} names a Kubernetes master, which the apache-spark "
+                "provider submits to only with the Kubernetes provider installed: pip install "
+                "apache-airflow-providers-cncf-kubernetes."
+            ) from None
+
+    def _check_cluster_mode(self, target: SparkTarget) -> None:
+        if target.is_local:
+            raise LakeConfigError(
+                f"Spark master {target.master!r} has no cluster deploy mode: a local master runs the driver in "
+                "the task. Use deploy_mode='client', or a YARN or Kubernetes master for cluster mode."
+            )
+        if target.master.startswith("spark://"):
+            raise LakeConfigError(
+                f"Spark standalone masters ({target.master}) cannot run Python applications in cluster deploy "
+                "mode (Spark: 'Cluster deploy mode is currently not supported for python applications on "
+                "standalone clusters'). Use deploy_mode='client' (the driver runs in the Airflow task, the "
+                "executors on the cluster), or a YARN or Kubernetes master."
+            )
+        if not self.result_location:
+            raise LakeConfigError(
+                "deploy_mode='cluster' runs the driver elsewhere: set result_location to a directory "
+                "URI both Airflow and the cluster reach (hdfs://..., s3a://...)."
+            )
+
+    # -- what gets submitted ----------------------------------------------------------------
+    def _split_conf(self, target: SparkTarget, work_dir: Path) -> tuple[dict[str, str], dict[str, str]]:
+        """Split the configuration into what goes on the command line and what goes in the spec.
+
+        On the command line: our defaults, then the non-secret keys of the lake connection's
+        ``spark_conf``, then those of this hook's ``spark_conf`` (the operator's wins). In the
+        spec: the catalog's configuration and every secret-looking key.
+        """
+        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+        if target.driver_in_task:
+            launch["spark.sql.warehouse.dir"] = str(work_dir / "spark-warehouse")
+        if target.is_local:
             launch.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
-            log_config = work_dir / "log4j2.properties"
-            log_config.write_text(_LOG4J2_PROPERTIES)
-            launch["spark.driver.extraJavaOptions"] = f"-Dlog4j.configurationFile=file:{log_config}"
         session = dict(self.lake_hook.spark_catalog_conf())
-        for key, value in self.spark_conf.items():
-            (session if is_secret_key(key) else launch)[key] = str(value)
-        # Catalog settings that are not secret but must exist when the SparkContext starts.
-        launch["spark.sql.extensions"] = session.pop("spark.sql.extensions")
+        for key, value in [*self.lake_hook.config.spark_conf.items(), *self.spark_conf.items()]:
+            key = str(key)
+            if key in _REFUSED_CONF:
+                raise LakeConfigError(f"spark_conf cannot set {key}: set it through {_REFUSED_CONF[key]}.")
+            if is_secret_key(key):
+                session[key] = str(value)
+            else:
+                launch[key] = str(value)
+                session.pop(key, None)  # set once, at launch: a session value would undo an override
+        # Catalog settings that are not secret but must exist when the SparkContext starts
+        # (a spark_conf value, already in launch, replaces Iceberg's: it must name it too).
+        extensions = session.pop("spark.sql.extensions", None)
+        if extensions:
+            launch.setdefault("spark.sql.extensions", extensions)
+        if target.driver_in_task and "spark.pyspark.python" in launch:
+            # spark.pyspark.python names the executors' Python and would run the driver too
+            # (Spark prefers it to PYSPARK_DRIVER_PYTHON); the driver runs here, in the task.
+            launch.setdefault("spark.pyspark.driver.python", os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable)
+        if not target.driver_in_task:
+            # Shipped with --files into the driver's working directory (see _artifacts).
+            options = f"-Dlog4j.configurationFile={LOG_CONFIG_NAME}"
+            user = launch.get("spark.driver.extraJavaOptions")
+            launch["spark.driver.extraJavaOptions"] = f"{options} {user}" if user else options  # the user's last: it wins
         return launch, session
+
+    def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
+        """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
+        merged = {flag: launch.pop(key, None) for key, flag in _FLAG_CONF.items()}
+        jars = self.lake_hook.spark_jars(self.jars, iceberg_runtime_provided=self.iceberg_runtime_provided)
+        files: list[str] = []
+        if not target.driver_in_task:
+            log_config = _write_private(work_dir / LOG_CONFIG_NAME, _LOG4J2_PROPERTIES)
+            files = [str(spec_path), str(log_config)]
+        return {
+            "jars": _joined(jars, merged["jars"]),
+            "packages": _joined(self.lake_hook.spark_packages(), self.packages, merged["packages"]),
+            "py_files": _joined(_jobs_archive(work_dir), merged["py_files"]),
+            "files": _joined(files, merged["files"]),
+        }
+
+    def _process_env(self, target: SparkTarget, work_dir: Path) -> dict[str, str]:
+        """The spark-submit process's own environment: it stays on this machine."""
+        log_config = _write_private(
+            work_dir / f"submit-{LOG_CONFIG_NAME}", _LOG4J2_PROPERTIES if target.driver_in_task else _LOG4J2_SUBMITTER)
+        env = {
+            # spark-submit from the same environment as this interpreter comes first.
+            "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
+            # The JVM started here: the driver (client mode) or the submitting client (cluster mode).
+            "SPARK_SUBMIT_OPTS": " ".join(
+                filter(None, [f"-Dlog4j.configurationFile=file:{log_config}", os.environ.get("SPARK_SUBMIT_OPTS")])),
+        }
+        if target.driver_in_task:
+            env["PYSPARK_DRIVER_PYTHON"] = os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
+        if target.is_local:
+            # Executors are threads of this JVM, their Python workers start on this machine.
+            env["SPARK_LOCAL_IP"] = "127.0.0.1"
+            env["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
+        return env
 
     def build_spec(self, job: str, args: dict[str, Any], result_location: str, session_conf: dict[str, str]) -> dict[str, Any]:
         return {
@@ -178,83 +398,74 @@ class LakeSparkJobHook(BaseHook):
             "app_name": f"lake-{job}",
         }
 
-    # -- running ----------------------------------------------------------------------------
-    def run_job(self, job: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Submit ``job`` with ``args``, wait, and return the job's result document.
+    def _result_location(self, job: str, work_dir: Path) -> str:
+        if self.result_location:
+            return f"{self.result_location.rstrip('/')}/{job}-{uuid.uuid4().hex}.json"
+        return str(work_dir / "result.json")
 
-        Raises :class:`LakeJobError` with the application's own error message on failure.
-        """
+    def prepare(self, job: str, args: dict[str, Any], target: SparkTarget, work_dir: Path) -> Submission:
+        """Write the spec and build the spark-submit call for ``job`` (nothing is started)."""
+        result_location = self._result_location(job, work_dir)
+        launch_conf, session_conf = self._split_conf(target, work_dir)
+        spec_path = _write_private(work_dir / "spec.json", json.dumps(self.build_spec(job, args, result_location, session_conf)))
+        artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
+        hook = _SparkSubmitHook(
+            fallback_master=DEFAULT_LOCAL_MASTER if self._spark_connection() is None else None,
+            process_env=self._process_env(target, work_dir),
+            conn_id=self.spark_conn_id,
+            conf=launch_conf,
+            **artifacts,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            executor_cores=self.executor_cores,
+            num_executors=self.num_executors,
+            deploy_mode=target.deploy_mode,
+            name=f"lake-{job}-{self.lake_hook.config.name}",
+            # Cluster mode: --files puts the spec in the driver's working directory.
+            application_args=[spec_path.name if not target.driver_in_task else str(spec_path)],
+            env_vars=self.env_vars or None,
+            verbose=self.verbose,
+        )
+        return Submission(job=job, target=target, hook=hook, result_location=result_location, spec_path=spec_path)
+
+    # -- running ----------------------------------------------------------------------------
+    def _check_request(self, job: str, args: dict[str, Any] | None) -> dict[str, Any]:
         if job not in JOB_NAMES:
             raise LakeConfigError(f"Unknown job {job!r}; known jobs: {', '.join(JOB_NAMES)}.")
         args = args or {}
+        json.dumps(args)  # fail here, not in the driver, if the args cannot travel as JSON
+        return args
+
+    def run_job(self, job: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
+        """Submit ``job`` with ``args``, wait, and return the job's result document.
+
+        Raises :class:`LakeConfigError` before anything starts when the request cannot work, and
+        :class:`LakeJobError` with the application's own error message when the job fails.
+        """
+        args = self._check_request(job, args)
+        self._submit_hook = None
+        target = self.resolve_target()
         # Opening the catalog here checks it answers before a JVM starts, and on SQLite creates
         # the catalog tables Spark expects to find (it is told not to create them itself).
         self.lake_hook.catalog
-        json.dumps(args)  # fail here, not in the driver, if the args cannot travel as JSON
-        catalog_name = self.lake_hook.config.name
-        jars = self.lake_hook.spark_jars(self.jars)
-        packages = [*self.lake_hook.spark_packages(), *self.packages]
-
         work_dir = Path(tempfile.mkdtemp(prefix="lake-job-"))  # mode 0700
         try:
-            spark_conn_exists = self._spark_connection() is not None
-            fallback = None if spark_conn_exists else DEFAULT_LOCAL_MASTER
-            self._submit_hook = None
-            cluster_mode = self.deploy_mode == "cluster"
-            if cluster_mode and not self.result_location:
-                raise LakeConfigError(
-                    "deploy_mode='cluster' runs the driver elsewhere: set result_location to a directory "
-                    "URI both Airflow and the cluster reach (hdfs://..., s3a://...)."
-                )
-            result_location = (
-                f"{self.result_location.rstrip('/')}/{job}-{uuid.uuid4().hex}.json"
-                if self.result_location
-                else str(work_dir / "result.json")
-            )
-            probe = _SparkSubmitHook(fallback_master=fallback, conn_id=self.spark_conn_id)
-            master = probe._connection["master"]
-            is_local = master.startswith("local")
-            launch_conf, session_conf = self._launch_conf(is_local, work_dir)
-            spec_path = work_dir / "spec.json"
-            with open(os.open(spec_path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-                json.dump(self.build_spec(job, args, result_location, session_conf), handle)
-            env = {
-                "SPARK_LOCAL_IP": "127.0.0.1" if is_local else os.environ.get("SPARK_LOCAL_IP", ""),
-                "PYSPARK_PYTHON": os.environ.get("PYSPARK_PYTHON", sys.executable),
-                "PYSPARK_DRIVER_PYTHON": os.environ.get("PYSPARK_DRIVER_PYTHON", sys.executable),
-                # spark-submit from the same environment as this interpreter comes first.
-                "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
-                **self.env_vars,
-            }
-            env = {k: v for k, v in env.items() if v}
-            self._submit_hook = _SparkSubmitHook(
-                fallback_master=fallback,
-                conn_id=self.spark_conn_id,
-                conf=launch_conf,
-                jars=",".join(jars),
-                packages=",".join(packages) or None,
-                py_files=_jobs_archive(work_dir),
-                files=str(spec_path) if cluster_mode else None,
-                driver_memory=self.driver_memory,
-                executor_memory=self.executor_memory,
-                executor_cores=self.executor_cores,
-                num_executors=self.num_executors,
-                deploy_mode=self.deploy_mode,
-                name=f"lake-{job}-{catalog_name}",
-                application_args=[spec_path.name if cluster_mode else str(spec_path)],
-                env_vars=None if cluster_mode else env,
-                verbose=self.verbose,
-            )
-            self.log.info("Submitting job %r to %s (catalog %r).", job, master, catalog_name)
-            submit_error: AirflowException | None = None
-            try:
-                self._submit_hook.submit(str(JOB_APPLICATION), start_new_session=True)
-            except AirflowException as error:
-                submit_error = error
-            document = self._read_result(result_location)
-            return self._outcome(job, document, submit_error)
+            submission = self.prepare(job, args, target, work_dir)
+            return self._submit(submission)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
+
+    def _submit(self, submission: Submission) -> dict[str, Any]:
+        self._submit_hook = submission.hook
+        self.log.info("Submitting job %r to %s in %s mode (catalog %r).", submission.job, submission.target.master,
+                      submission.target.deploy_mode, self.lake_hook.config.name)
+        submit_error: AirflowException | None = None
+        try:
+            submission.hook.submit(str(JOB_APPLICATION), start_new_session=True)
+        except AirflowException as error:
+            submit_error = error
+        document = self._read_result(submission.result_location)
+        return self._outcome(submission.job, document, submit_error)
 
     def _outcome(self, job: str, document: dict[str, Any] | None, submit_error: Exception | None) -> dict[str, Any]:
         if self._killed:

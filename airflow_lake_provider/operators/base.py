@@ -104,8 +104,11 @@ class LakeMaintenanceOperator(BaseOperator):
     :param jars: extra jars for the job.
     :param driver_memory: spark-submit ``--driver-memory``.
     :param executor_memory: spark-submit ``--executor-memory``.
-    :param deploy_mode: ``client`` (default) or ``cluster`` (then set ``result_location``).
+    :param deploy_mode: ``client`` or ``cluster`` (then set ``result_location``); overrides the
+        Spark connection's ``deploy-mode`` extra (default: ``client``).
     :param result_location: shared directory URI for job results in cluster mode.
+    :param iceberg_runtime_provided: the cluster's Spark already has the Iceberg runtime, ship
+        none; ``None`` (default): the lake connection's ``iceberg_runtime_provided`` extra decides.
     """
 
     template_fields: Sequence[str] = ("table", "spark_conf")
@@ -124,6 +127,7 @@ class LakeMaintenanceOperator(BaseOperator):
         executor_memory: str | None = None,
         deploy_mode: str | None = None,
         result_location: str | None = None,
+        iceberg_runtime_provided: bool | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -136,6 +140,7 @@ class LakeMaintenanceOperator(BaseOperator):
         self.executor_memory = executor_memory
         self.deploy_mode = deploy_mode
         self.result_location = result_location
+        self.iceberg_runtime_provided = iceberg_runtime_provided
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
 
@@ -171,6 +176,7 @@ class LakeMaintenanceOperator(BaseOperator):
             executor_memory=self.executor_memory,
             deploy_mode=self.deploy_mode,
             result_location=self.result_location,
+            iceberg_runtime_provided=self.iceberg_runtime_provided,
         )
         result = self._job_hook.run_job(job, args)
         self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
