@@ -161,3 +161,28 @@ def test_test_connection_on_real_seaweedfs(rest_table, monkeypatch):
         assert not ok and detail in message, (label, message)
         assert time.monotonic() - started < FAST
         assert "\n" not in message and "Traceback" not in message and "HTTPConnectionPool" not in message
+
+
+def test_spark_redaction_covers_every_secret_the_catalog_conf_holds():
+    """Spark hides a conf value in its event log and UI when the key matches spark.redaction.regex;
+    its default misses the REST ``credential`` and ``s3.access-key-id``. The jobs' pattern covers
+    every key the catalog conf fills with a secret (both are plain regexes, same in Java and Python)."""
+    import re
+
+    from airflow_lake_provider.catalog_config import CatalogConfig, is_secret_key
+    from airflow_lake_provider.jobs.session import SPARK_DEFAULT_REDACTION, redaction_regex
+
+    config = CatalogConfig(
+        name="lake", kind="rest", uri="http://127.0.0.1:8181", warehouse="tables", user="client", password="c0ffee99",
+        properties={"s3.endpoint": "http://127.0.0.1:8333", "s3.access-key-id": "AKID0001", "s3.secret-access-key": "f00d",
+                    "s3.session-token": "beef"},
+    )
+    conf = config.spark_catalog_conf()
+    secret_keys = [key for key in conf if is_secret_key(key)]
+    assert "spark.sql.catalog.lake.credential" in secret_keys and "spark.hadoop.fs.s3a.secret.key" in secret_keys
+    missed_by_default = [key for key in secret_keys if not re.search(SPARK_DEFAULT_REDACTION, key)]
+    assert "spark.sql.catalog.lake.credential" in missed_by_default  # why the jobs widen it
+    widened = redaction_regex(None)
+    assert not [key for key in secret_keys if not re.search(widened, key)]
+    # A user's own pattern is widened, not replaced; widening twice changes nothing.
+    assert redaction_regex("(?i)mine").startswith("(?i)mine|") and redaction_regex(widened) == widened
