@@ -18,8 +18,11 @@ from urllib.parse import urlsplit
 
 from airflow_lake_provider.exceptions import LakeConfigError
 
-#: (connect, read) seconds for every request to a REST catalog.
+#: (connect, read) seconds for every request to a REST catalog once it is open.
 REST_TIMEOUT = (10.0, 120.0)
+#: (connect, read) seconds while it opens (configuration and token): a catalog that accepts the
+#: connection but never answers is refused in seconds.
+REST_OPEN_TIMEOUT = (10.0, 10.0)
 #: Default ``s3.connect-timeout`` of the PyIceberg face (PyIceberg sets none).
 S3_CONNECT_TIMEOUT_SECONDS = "10"
 BOUNDED_REST_CATALOG = "airflow_lake_provider.preflight.BoundedRestCatalog"
@@ -35,9 +38,13 @@ def _bounded_session_class():
     from requests.adapters import HTTPAdapter
 
     class _TimeoutAdapter(HTTPAdapter):
+        def __init__(self, catalog) -> None:
+            super().__init__()
+            self._catalog = catalog
+
         def send(self, request, **kwargs):  # noqa: D401 - requests' signature
             if kwargs.get("timeout") is None:
-                kwargs["timeout"] = REST_TIMEOUT
+                kwargs["timeout"] = getattr(self._catalog, "_lake_timeout", REST_OPEN_TIMEOUT)
             return super().send(request, **kwargs)
 
     return _TimeoutAdapter
@@ -49,14 +56,26 @@ def _make_bounded_rest_catalog():
     adapter_class = _bounded_session_class()
 
     class BoundedRestCatalog(RestCatalog):
-        """PyIceberg's REST catalog with a timeout on every request (the token request too)."""
+        """PyIceberg's REST catalog with a timeout on every request (the token request too):
+        :data:`REST_OPEN_TIMEOUT` while it opens, :data:`REST_TIMEOUT` after."""
 
-        def _create_session(self):
-            session = super()._create_session()
-            adapter = adapter_class()
+        def __init__(self, name: str, **properties: str):
+            self._lake_timeout = REST_OPEN_TIMEOUT
+            super().__init__(name, **properties)
+            self._lake_timeout = REST_TIMEOUT
+
+        def _bound(self, session):
+            adapter = adapter_class(self)
             session.mount("http://", adapter)
             session.mount("https://", adapter)
             return session
+
+        def _create_legacy_oauth2_auth_manager(self, session):
+            # PyIceberg fetches the token here, on the session it is still building: bound it first.
+            return super()._create_legacy_oauth2_auth_manager(self._bound(session))
+
+        def _create_session(self):
+            return self._bound(super()._create_session())
 
     BoundedRestCatalog.__module__ = __name__
     return BoundedRestCatalog
@@ -90,11 +109,15 @@ def _server_message(error: BaseException, limit: int = 200) -> str:
 
 
 def _unreachable_reason(error: BaseException) -> str:
+    from requests import exceptions as http
+
     text = str(error)
+    if isinstance(error, http.ConnectTimeout):
+        return "the connection timed out"
+    if isinstance(error, http.Timeout):
+        return "it accepted the connection but did not answer in time"
     if "Connection refused" in text or "Errno 111" in text:
         return "connection refused"
-    if "timed out" in text.lower() or "Timeout" in type(error).__name__:
-        return f"no answer within {REST_TIMEOUT[0]:.0f} s"
     if "Name or service not known" in text or "nodename nor servname" in text or "getaddrinfo" in text:
         return "the host name does not resolve"
     return _server_message(error, 120)

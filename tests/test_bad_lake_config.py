@@ -186,3 +186,25 @@ def test_spark_redaction_covers_every_secret_the_catalog_conf_holds():
     assert not [key for key in secret_keys if not re.search(widened, key)]
     # A user's own pattern is widened, not replaced; widening twice changes nothing.
     assert redaction_regex("(?i)mine").startswith("(?i)mine|") and redaction_regex(widened) == widened
+
+
+def test_a_rest_catalog_that_never_answers_is_refused_in_seconds(monkeypatch, bad_input):
+    """PyIceberg's REST client sets no timeout: a catalog host that accepts the connection and
+    stays silent would hang the task. The bounded REST catalog gives up (timeouts shortened here)."""
+    from airflow_lake_provider import preflight
+
+    monkeypatch.setattr(preflight, "REST_OPEN_TIMEOUT", (1.0, 1.5))
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel completes the handshake; nothing ever reads or answers
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        conn_id = _set(monkeypatch, {"conn_type": "iceberg_lake", "host": uri, "login": "client", "password": "c0ffee",
+                                     "extra": {"catalog_kind": "rest", "warehouse": "tables"}})
+        started = time.monotonic()
+        ok, message = IcebergLakeHook(conn_id).test_connection()
+        assert time.monotonic() - started < 6
+        assert not ok and "did not answer in time" in message and uri in message, message
+        with pytest.raises(LakeConfigError) as raised:
+            IcebergLakeHook(conn_id).get_catalog()
+    bad_input("connection (S3 / REST)", "REST catalog URI on a host that accepts connections and never answers",
+              raised.value)
