@@ -210,11 +210,11 @@ class IcebergLakeHook(BaseHook):
         one sentence naming what is wrong (unreachable, credential refused, no such warehouse
         or bucket, S3 key refused) and what to do."""
         try:
-            catalog = self.get_catalog()
+            catalog = self.catalog = self.get_catalog()
             namespaces = catalog.list_namespaces()
             tables = [ident for ns in namespaces for ident in catalog.list_tables(ns)]
-            if tables and self.config.uses_s3:
-                # The catalog answering says nothing about the S3 key: read one table's metadata.
+            if tables:
+                # The catalog answering says nothing about the storage's key: read one table's metadata.
                 self.load_table(".".join(tables[0]))
         except (LakeConfigError, LakeTableNotFound) as error:
             return False, str(error)
@@ -222,7 +222,7 @@ class IcebergLakeHook(BaseHook):
             config = self.config
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
             return False, sentence or f"{type(error).__name__}: {error}"
-        storage = " and read a table's metadata from S3" if tables and self.config.uses_s3 else ""
+        storage = f" and read the metadata of {'.'.join(tables[0])}" if tables else ""
         return True, (
             f"Connected to {self.config.kind} catalog {self.config.name!r}{storage}. "
             f"Found {len(namespaces)} namespaces and {len(tables)} tables."
