@@ -6,6 +6,7 @@ REST catalog) on 127.0.0.1; a closed port (9, discard) for "unreachable"."""
 from __future__ import annotations
 
 import json
+import os
 import socket
 import time
 import uuid
@@ -49,8 +50,6 @@ def rest_table(seaweedfs_oauth_client):
     """A table on S3 behind the REST catalog (OAuth client distinct from the S3 key)."""
     server = seaweedfs_oauth_client
     conn = server.rest_connection()
-    import os
-
     conn_id = f"badconf_good_{uuid.uuid4().hex[:6]}"
     os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
     try:
