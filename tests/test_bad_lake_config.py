@@ -1,0 +1,209 @@
+"""A wrong S3 key, a wrong OAuth secret, an unreachable endpoint, missing S3A jars or an unknown
+warehouse: refused in seconds before any JVM, in one sentence naming the cause and the fix,
+with the table unchanged. ``test_connection`` says the same. Real SeaweedFS (S3 + Iceberg
+REST catalog) on 127.0.0.1; a closed port (9, discard) for "unreachable"."""
+
+from __future__ import annotations
+
+import json
+import os
+import socket
+import time
+import uuid
+
+import pyarrow as pa
+import pytest
+
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from lake_checks import FakeTaskInstance, table_fingerprint
+
+# Refused within this many seconds (PyArrow retries a refused S3 connection for about 2 s).
+FAST = 8.0
+
+
+def _closed_port() -> int:
+    """A port nothing listens on (bound, then released)."""
+    with socket.socket() as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+def _set(monkeypatch, conn: dict) -> str:
+    conn_id = f"badconf_{uuid.uuid4().hex[:8]}"
+    monkeypatch.setenv(f"AIRFLOW_CONN_{conn_id.upper()}", json.dumps(conn))
+    return conn_id
+
+
+def _with(conn: dict, *, extra: dict | None = None, properties: dict | None = None, **fields) -> dict:
+    """A copy of ``conn`` with fields, extras and S3 properties replaced."""
+    changed = json.loads(json.dumps(conn))
+    changed.update(fields)
+    changed["extra"].update(extra or {})
+    changed["extra"]["properties"].update(properties or {})
+    return changed
+
+
+@pytest.fixture(scope="module")
+def rest_table(seaweedfs_oauth_client):
+    """A table on S3 behind the REST catalog (OAuth client distinct from the S3 key)."""
+    server = seaweedfs_oauth_client
+    conn = server.rest_connection()
+    conn_id = f"badconf_good_{uuid.uuid4().hex[:6]}"
+    os.environ[f"AIRFLOW_CONN_{conn_id.upper()}"] = json.dumps(conn)
+    try:
+        catalog = IcebergLakeHook(conn_id).catalog
+        namespace = f"badconf{uuid.uuid4().hex[:6]}"
+        catalog.create_namespace(namespace)
+        schema = pa.schema([("id", pa.int64()), ("name", pa.string())])
+        table = catalog.create_table(f"{namespace}.items", schema=schema)
+        for start in (0, 10, 20):
+            table.append(pa.table({"id": list(range(start, start + 10)), "name": ["x"] * 10}, schema=schema))
+        yield server, conn, conn_id, f"{namespace}.items"
+    finally:
+        os.environ.pop(f"AIRFLOW_CONN_{conn_id.upper()}", None)
+
+
+def _state(conn_id: str, table: str):
+    loaded = IcebergLakeHook(conn_id).load_table(table)
+    return loaded.current_snapshot().snapshot_id, table_fingerprint(loaded)
+
+
+def _bad_cases(server, conn: dict, tmp_path) -> list[tuple[str, dict, str, str]]:
+    """(label, connection, what the message must say, what the catalogue shows as the input)."""
+    closed = _closed_port()
+    sql_on_missing_bucket = server.sql_connection(f"sqlite:///{tmp_path}/catalog.db", "wh")
+    sql_on_missing_bucket["extra"]["warehouse"] = "s3://no-such-bucket/wh"
+    return [
+        ("wrong S3 secret key", _with(conn, properties={"s3.secret-access-key": uuid.uuid4().hex}),
+         "The S3 store refused the connection's key", "REST catalog fine, s3.secret-access-key wrong"),
+        ("wrong OAuth client secret", _with(conn, password=uuid.uuid4().hex),
+         "rejected the connection's credential", "REST catalog, Password (client secret) wrong"),
+        ("REST catalog unreachable", _with(conn, host=f"http://127.0.0.1:{closed}"),
+         "Cannot reach the REST catalog", "REST catalog URI on a closed port"),
+        ("S3 endpoint unreachable", _with(conn, properties={"s3.endpoint": f"http://127.0.0.1:{closed}"}),
+         "Cannot reach the S3 endpoint", "s3.endpoint on a closed port"),
+        ("unknown REST warehouse", _with(conn, extra={"warehouse": "no-such-warehouse"}),
+         "has no warehouse 'no-such-warehouse'", "REST warehouse name the catalog does not serve"),
+        ("S3 bucket missing", sql_on_missing_bucket,
+         "Bucket 'no-such-bucket' does not exist", "SQL catalog, warehouse s3://no-such-bucket/wh"),
+    ]
+
+
+def test_bad_s3_and_rest_configuration_is_refused_in_seconds_before_spark(rest_table, tmp_path, monkeypatch,
+                                                                          bad_input):
+    server, conn, good_id, table = rest_table
+    before = _state(good_id, table)
+    for label, bad, expected, given in _bad_cases(server, conn, tmp_path):
+        if label == "S3 bucket missing":
+            target = "wh.items"  # the catalog is empty: the bucket check comes first
+        else:
+            target = table
+        conn_id = _set(monkeypatch, bad)
+        op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=target, lake_conn_id=conn_id,
+                                             options={"rewrite-all": "true"})
+        started = time.monotonic()
+        with pytest.raises(LakeConfigError) as raised:
+            op.execute({"ti": FakeTaskInstance()})
+        elapsed = time.monotonic() - started
+        message = str(raised.value)
+        assert expected in message, (label, message)
+        assert elapsed < FAST, (label, elapsed)
+        assert op._job_hook is None, label  # refused before a job hook existed: no JVM
+        for secret in (server.secret_key, server.oauth_client_secret, bad["password"] if "password" in bad else ""):
+            assert not secret or secret not in message
+        assert "\n" not in message and "Traceback" not in message
+        bad_input("connection (S3 / REST)", given, raised.value, table_checked=True)
+
+        # The UI's Test button says the same sentence.
+        ok, said = IcebergLakeHook(conn_id).test_connection()
+        assert not ok and expected in said, (label, said)
+    assert _state(good_id, table) == before
+
+
+def test_missing_s3a_jars_are_refused_before_spark(rest_table, tmp_path, monkeypatch, bad_input):
+    server, conn, good_id, table = rest_table
+    before = _state(good_id, table)
+    empty = tmp_path / "no-jars"
+    empty.mkdir()
+    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(empty))
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "elsewhere"))
+    op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=table, lake_conn_id=good_id,
+                                         options={"rewrite-all": "true"})
+    started = time.monotonic()
+    with pytest.raises(LakeConfigError) as raised:
+        op.execute({"ti": FakeTaskInstance()})
+    assert time.monotonic() - started < FAST
+    message = str(raised.value)
+    assert "hadoop-aws-3.3.1.jar" in message and "LAKE_S3A_JAR_DIR" in message and "scripts/bootstrap.sh" in message
+    assert op._job_hook._submit_hook is None  # spark-submit never ran
+    assert _state(good_id, table) == before
+    bad_input("connection (S3 / REST)", "S3 lake, LAKE_S3A_JAR_DIR empty and no jar cache", raised.value,
+              table_checked=True)
+
+
+def test_test_connection_on_real_seaweedfs(rest_table, monkeypatch):
+    server, conn, good_id, table = rest_table
+    ok, message = IcebergLakeHook(good_id).test_connection()
+    assert ok, message
+    assert f"read the metadata of {table}" in message and "tables." in message
+    # The same messages through the REST and S3 names a user types; one sentence each.
+    cases = {
+        "unreachable": (_with(conn, host=f"http://127.0.0.1:{_closed_port()}"), "connection refused"),
+        "rejected": (_with(conn, password="not-the-secret"), "invalid_client"),
+        "missing warehouse": (_with(conn, extra={"warehouse": "nope"}), "table bucket nope not found"),
+    }
+    for label, (bad, detail) in cases.items():
+        started = time.monotonic()
+        ok, message = IcebergLakeHook(_set(monkeypatch, bad)).test_connection()
+        assert not ok and detail in message, (label, message)
+        assert time.monotonic() - started < FAST
+        assert "\n" not in message and "Traceback" not in message and "HTTPConnectionPool" not in message
+
+
+def test_spark_redaction_covers_every_secret_the_catalog_conf_holds():
+    """Spark hides a conf value in its event log and UI when the key matches spark.redaction.regex;
+    its default misses the REST ``credential`` and ``s3.access-key-id``. The jobs' pattern covers
+    every key the catalog conf fills with a secret (both are plain regexes, same in Java and Python)."""
+    import re
+
+    from airflow_lake_provider.catalog_config import CatalogConfig, is_secret_key
+    from airflow_lake_provider.jobs.session import SPARK_DEFAULT_REDACTION, redaction_regex
+
+    config = CatalogConfig(
+        name="lake", kind="rest", uri="http://127.0.0.1:8181", warehouse="tables", user="client", password="c0ffee99",
+        properties={"s3.endpoint": "http://127.0.0.1:8333", "s3.access-key-id": "AKID0001", "s3.secret-access-key": "f00d",
+                    "s3.session-token": "beef"},
+    )
+    conf = config.spark_catalog_conf()
+    secret_keys = [key for key in conf if is_secret_key(key)]
+    assert "spark.sql.catalog.lake.credential" in secret_keys and "spark.hadoop.fs.s3a.secret.key" in secret_keys
+    missed_by_default = [key for key in secret_keys if not re.search(SPARK_DEFAULT_REDACTION, key)]
+    assert "spark.sql.catalog.lake.credential" in missed_by_default  # why the jobs widen it
+    widened = redaction_regex(None)
+    assert not [key for key in secret_keys if not re.search(widened, key)]
+    # A user's own pattern is widened, not replaced; widening twice changes nothing.
+    assert redaction_regex("(?i)mine").startswith("(?i)mine|") and redaction_regex(widened) == widened
+
+
+def test_a_rest_catalog_that_never_answers_is_refused_in_seconds(monkeypatch, bad_input):
+    """PyIceberg's REST client sets no timeout: a catalog host that accepts the connection and
+    stays silent would hang the task. The bounded REST catalog gives up (timeouts shortened here)."""
+    from airflow_lake_provider import preflight
+
+    monkeypatch.setattr(preflight, "REST_OPEN_TIMEOUT", (1.0, 1.5))
+    with socket.socket() as silent:
+        silent.bind(("127.0.0.1", 0))
+        silent.listen(16)  # the kernel completes the handshake; nothing ever reads or answers
+        uri = f"http://127.0.0.1:{silent.getsockname()[1]}"
+        conn_id = _set(monkeypatch, {"conn_type": "iceberg_lake", "host": uri, "login": "client", "password": "c0ffee",
+                                     "extra": {"catalog_kind": "rest", "warehouse": "tables"}})
+        started = time.monotonic()
+        ok, message = IcebergLakeHook(conn_id).test_connection()
+        assert time.monotonic() - started < 6
+        assert not ok and "did not answer in time" in message and uri in message, message
+        with pytest.raises(LakeConfigError) as raised:
+            IcebergLakeHook(conn_id).get_catalog()
+    bad_input("connection (S3 / REST)", "REST catalog URI on a host that accepts connections and never answers",
+              raised.value)
