@@ -1,8 +1,10 @@
 """A real Airflow on 127.0.0.1 for end-to-end tests: api-server, scheduler, dag-processor, triggerer.
 
 Started as separate processes (not ``airflow standalone``, which binds log servers on every
-interface), with the LocalExecutor on a private SQLite metadata database, and stopped by the
-fixture that starts it.
+interface), with the LocalExecutor on a private PostgreSQL metadata database (as production
+runs it: on SQLite the scheduler and the api-server fight over one write lock under load), and
+stopped by the fixture that starts it. A wait fails at once, with the log tail, when one of the
+processes has died, and on timeout says what the run's tasks were doing.
 """
 
 from __future__ import annotations
@@ -29,7 +31,7 @@ def free_port() -> int:
 class AirflowStack:
     USER = "admin"
 
-    def __init__(self, home: Path, dags_folder: Path, lake_home: Path):
+    def __init__(self, home: Path, dags_folder: Path, lake_home: Path, sql_alchemy_conn: str):
         self.home = home
         self.port = free_port()
         self.base_url = f"http://127.0.0.1:{self.port}"
@@ -41,6 +43,7 @@ class AirflowStack:
         self.env = {
             **os.environ,
             "AIRFLOW_HOME": str(home),
+            "AIRFLOW__DATABASE__SQL_ALCHEMY_CONN": sql_alchemy_conn,
             "AIRFLOW__CORE__DAGS_FOLDER": str(dags_folder),
             "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
             "AIRFLOW__CORE__EXECUTOR": "LocalExecutor",
@@ -71,7 +74,10 @@ class AirflowStack:
         self.processes.append(process)
 
     def start(self, timeout: float = 240) -> AirflowStack:
-        subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=self.env, check=True, capture_output=True)
+        migrate = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=self.env, capture_output=True,
+                                 text=True)
+        if migrate.returncode:
+            raise RuntimeError(f"airflow db migrate failed:\n{migrate.stdout[-3000:]}\n{migrate.stderr[-3000:]}")
         self._spawn("api-server", "api-server", "--host", "127.0.0.1", "--port", str(self.port), "--workers", "1")
         self._spawn("scheduler", "scheduler", "--skip-serve-logs")
         self._spawn("dag-processor", "dag-processor")
@@ -94,14 +100,23 @@ class AirflowStack:
                 process.wait()
             process.log_file.close()  # type: ignore[attr-defined]
 
-    def logs(self) -> str:
-        return "\n".join(f"===== {p.name}\n{p.read_text()[-4000:]}" for p in sorted(self.home.glob("*.log")))
+    def logs(self, tail: int = 4000) -> str:
+        return "\n".join(f"===== {p.name}\n{p.read_text()[-tail:]}" for p in sorted(self.home.glob("*.log")))
 
-    @staticmethod
-    def wait_for(condition, timeout: float, what: str, interval: float = 2):
+    def dead_processes(self) -> list[str]:
+        return [f"{process.args[3]} (exit {process.returncode})" for process in self.processes if process.poll() is not None]
+
+    def wait_for(self, condition, timeout: float, what: str, interval: float = 2, diagnose=None):
+        """Poll ``condition`` until it returns something true; fail early if a process died.
+
+        ``diagnose`` (optional) returns text describing the state on timeout (task states...).
+        """
         deadline = time.monotonic() + timeout
         last_error: Exception | None = None
         while time.monotonic() < deadline:
+            dead = self.dead_processes()
+            if dead:
+                raise RuntimeError(f"Airflow process died while waiting for {what}: {', '.join(dead)}\n{self.logs()}")
             try:
                 value = condition()
                 if value:
@@ -109,7 +124,26 @@ class AirflowStack:
             except (requests.RequestException, KeyError, ValueError) as error:
                 last_error = error
             time.sleep(interval)
-        raise TimeoutError(f"Timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})")
+        detail = ""
+        if diagnose is not None:
+            try:
+                detail = diagnose()
+            except Exception as error:  # noqa: BLE001 - a diagnosis must not hide the timeout
+                detail = f"(no diagnosis: {error})"
+        raise TimeoutError(
+            f"Timed out after {timeout:.0f}s waiting for {what} (last error: {last_error})\n{detail}\n"
+            f"{self.logs(tail=3000)}"
+        )
+
+    def task_states(self, dag_id: str, run_id: str | None = None) -> str:
+        """One line per task instance of a run (or of the DAG's recent runs): what a stuck run is doing."""
+        path = f"/dags/{dag_id}/dagRuns/{run_id or '~'}/taskInstances"
+        instances = self.api("GET", path, params={"limit": 100}).json().get("task_instances", [])
+        runs = self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 20}).json().get("dag_runs", [])
+        return "\n".join(
+            [f"run {r['dag_run_id']}: {r['state']}" for r in runs]
+            + [f"  {t['dag_run_id']} {t['task_id']}: {t['state']} (try {t.get('try_number')})" for t in instances]
+        )
 
     # -- REST -------------------------------------------------------------------------------
     @property
@@ -141,7 +175,8 @@ class AirflowStack:
             run = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}").json()
             return run if run["state"] in ("success", "failed") else None
 
-        return self.wait_for(finished, timeout, f"run {run_id} of {dag_id}", interval=3)
+        return self.wait_for(finished, timeout, f"run {run_id} of {dag_id}", interval=3,
+                             diagnose=lambda: self.task_states(dag_id))
 
     def xcom(self, dag_id: str, run_id: str, task_id: str):
         response = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",

@@ -19,6 +19,7 @@ import logging
 import pytest
 
 import bad_input_catalogue
+from postgres_server import CATALOG_PASSWORD, CATALOG_USER, postgres_server  # noqa: F401 - a session fixture
 
 REPO = Path(__file__).resolve().parent.parent
 _ROOT = Path(tempfile.mkdtemp(prefix="lake-tests-"))
@@ -118,11 +119,17 @@ def load_dag(file_name: str, dag_id: str):
 
 
 @pytest.fixture(scope="session")
-def airflow(tmp_path_factory):
-    """A real Airflow on 127.0.0.1 (api-server, scheduler, dag-processor, triggerer), stopped at the end."""
+def airflow(tmp_path_factory, postgres_server):
+    """A real Airflow on 127.0.0.1 (api-server, scheduler, dag-processor, triggerer), stopped at the end.
+
+    Its metadata database is PostgreSQL, as in production.
+    """
     from airflow_stack import AirflowStack
 
-    stack = AirflowStack(tmp_path_factory.mktemp("airflow-e2e"), DAGS_FOLDER, Path(os.environ["LAKE_HOME"]))
+    database = postgres_server.create_database("airflow_e2e")
+    metadata_uri = (f"postgresql+psycopg2://{CATALOG_USER}:{CATALOG_PASSWORD}@127.0.0.1:{postgres_server.port}/"
+                    f"{database}")
+    stack = AirflowStack(tmp_path_factory.mktemp("airflow-e2e"), DAGS_FOLDER, Path(os.environ["LAKE_HOME"]), metadata_uri)
     try:
         stack.start()
         stack.wait_for_dag("lake_maintenance")

@@ -83,7 +83,8 @@ def test_backfill_compacts_each_day_in_its_own_run(airflow, lake_hook, namespace
         runs = [r for r in runs if r.get("backfill_id") in (None, backfill_id)]
         return runs if runs and all(r["state"] in ("success", "failed") for r in runs) else None
 
-    runs = airflow.wait_for(runs_done, 900, "the backfill's runs", interval=5)
+    runs = airflow.wait_for(runs_done, 900, "the backfill's runs", interval=5,
+                            diagnose=lambda: airflow.task_states("lake_maintenance_daily"))
     assert all(r["state"] == "success" for r in runs), airflow.logs()
     run_days = sorted(dt.datetime.fromisoformat(r["data_interval_start"].replace("Z", "+00:00")).date().isoformat()
                       for r in runs)

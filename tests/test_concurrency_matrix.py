@@ -35,7 +35,6 @@ from airflow_lake_provider.jobs import iceberg as jobs_iceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 from conftest import REPO
 from lake_checks import live_deletion_vectors, live_files, spark_fingerprint, table_fingerprint
-from postgres_server import postgres_server  # noqa: F401 - the session fixture
 
 DAY_A, DAY_B = dt.date(2026, 1, 1), dt.date(2026, 1, 2)
 CONCURRENT_IDS = 100_000  # event ids of rows the other writer appends

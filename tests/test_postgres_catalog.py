@@ -10,7 +10,6 @@ from airflow_lake_provider.demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from conftest import load_dag
 from lake_checks import live_files, table_fingerprint
-from postgres_server import postgres_server  # noqa: F401 - the session fixture
 
 
 @pytest.fixture
