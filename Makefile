@@ -5,13 +5,17 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bootstrap demo test test-fast bench bench-quick
+.PHONY: bootstrap demo demo-cluster test test-fast bench bench-quick
 
 bootstrap:
 	@bash scripts/bootstrap.sh
 
 demo: bootstrap
 	@$(VENV)/bin/python scripts/demo.py
+
+# The same demo on S3 + an Iceberg REST catalog (SeaweedFS) and a Spark standalone cluster, all on 127.0.0.1.
+demo-cluster: bootstrap
+	@$(VENV)/bin/python scripts/demo_cluster.py
 
 test: bootstrap
 	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
@@ -26,9 +30,11 @@ bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python topology.py
 
 bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py --tables 10
 	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc
+	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python topology.py --quick

@@ -62,28 +62,23 @@ def _run_maintenance(dag_file: Path, table: str) -> list[str]:
     return lines
 
 
-def main() -> int:
+def run_demo(hook, catalog_label: str) -> int:
+    """Build the demo table through ``hook``, run the maintenance DAG on it, print before and after."""
     from airflow_lake_provider.demo_data import create_events_table
     from airflow_lake_provider.health import table_health
-    from airflow_lake_provider.hooks.lake import IcebergLakeHook
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
-    hook = IcebergLakeHook()
-    print(f"demo: embedded lake at {hook.config.uri} (catalog '{hook.config.name}')")
-    table = create_events_table(hook.catalog, DEMO_TABLE, days=4, commits_per_day=40, rows_per_commit=40)
+    print(f"demo: {catalog_label} (catalog '{hook.config.name}')")
+    create_events_table(hook.catalog, DEMO_TABLE, days=4, commits_per_day=40, rows_per_commit=40)
     print("demo: deleting some rows with merge-on-read deletes (one Spark job)...")
     LakeSparkJobHook(lake_hook=hook).run_job(
-        "sql", {"statements": [f"DELETE FROM lake.{DEMO_TABLE} WHERE event_id % 10 = 3"]}
+        "sql", {"statements": [f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"]}
     )
     before = table_health(hook.load_table(DEMO_TABLE)).to_dict()
     print(_fmt_health("before", before))
 
-    dag_file = REPO / "dags" / "lake_maintenance.py"
-    if not dag_file.exists():
-        print("demo: the lake_maintenance DAG is not built yet; stopping after the table's health.")
-        return 0
     _ensure_airflow_db()
-    chain = _run_maintenance(dag_file, DEMO_TABLE)
+    chain = _run_maintenance(REPO / "dags" / "lake_maintenance.py", DEMO_TABLE)
     after = table_health(hook.load_table(DEMO_TABLE)).to_dict()
     print()
     print(_fmt_health("before", before))
@@ -92,6 +87,13 @@ def main() -> int:
     for line in chain:
         print(f"  {line}")
     return 0
+
+
+def main() -> int:
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    hook = IcebergLakeHook()
+    return run_demo(hook, f"embedded lake at {hook.config.uri}")
 
 
 if __name__ == "__main__":

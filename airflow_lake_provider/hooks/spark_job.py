@@ -73,6 +73,11 @@ appender.console.layout.type = PatternLayout
 appender.console.layout.pattern = %d{yy/MM/dd HH:mm:ss} %p %c{1}: %m%n%ex
 logger.iceberg.name = org.apache.iceberg
 logger.iceberg.level = warn
+# S3A warns once per object written and about its missing metrics file: noise, not news.
+logger.s3a_streams.name = org.apache.hadoop.fs.s3a.S3AInstrumentation
+logger.s3a_streams.level = error
+logger.hadoop_metrics.name = org.apache.hadoop.metrics2.impl.MetricsConfig
+logger.hadoop_metrics.level = error
 """
 # The submitting client in cluster mode: SparkSubmitHook reads the YARN application id, the
 # Kubernetes driver pod and the standalone driver id from these INFO lines (to track and kill).
