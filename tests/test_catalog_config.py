@@ -214,10 +214,15 @@ def test_rest_oauth2_names_its_token_endpoint_on_both_faces():
                         properties={"oauth2-server-uri": "https://idp.example/token"})
     assert idp.pyiceberg_catalog_properties()["oauth2-server-uri"] == "https://idp.example/token"
     assert idp.spark_catalog_conf()["spark.sql.catalog.r.oauth2-server-uri"] == "https://idp.example/token"
-    # A static token needs no token endpoint.
+    # A static token: the same endpoint (only used to refresh it), so Spark stops warning there too.
     token = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181", password="tok123456")
-    assert "oauth2-server-uri" not in token.pyiceberg_catalog_properties()
-    assert "spark.sql.catalog.r.oauth2-server-uri" not in token.spark_catalog_conf()
+    assert token.pyiceberg_catalog_properties()["token"] == "tok123456"
+    assert token.pyiceberg_catalog_properties()["oauth2-server-uri"] == "http://127.0.0.1:8181/v1/oauth/tokens"
+    assert token.spark_catalog_conf()["spark.sql.catalog.r.oauth2-server-uri"] == "http://127.0.0.1:8181/v1/oauth/tokens"
+    assert "credential" not in token.pyiceberg_catalog_properties()
+    # Without a secret there is nothing to name.
+    anonymous = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181")
+    assert "oauth2-server-uri" not in anonymous.pyiceberg_catalog_properties()
 
 
 def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkeypatch, bad_input):

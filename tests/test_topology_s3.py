@@ -198,14 +198,14 @@ def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, s
     name = "db.events"
 
     # Both planning engines on S3 give the same plan (the Spark one reads the manifests through S3A).
-    create_events_table(hook.catalog, "db.planned", days=2, commits_per_day=3, rows_per_commit=5)
+    create_events_table(hook.catalog, "db.planned", days=2, commits_per_day=5, rows_per_commit=5)
     common = {"table": "db.planned", "target_file_size_bytes": 1024 * 1024, "include_file_paths": True}
     by_spark = IcebergRewritePlanOperator(task_id="plan", engine="spark", **common).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     by_pyiceberg = IcebergRewritePlanOperator(task_id="plan", engine="pyiceberg", **common).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     assert (by_spark.pop("engine"), by_pyiceberg.pop("engine")) == ("spark", "pyiceberg")
-    assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 6
+    assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 10
 
     table, _, _ = _maintain_and_verify(hook, spark, fs, name)
     assert table.location().startswith(f"s3://warehouse/{prefix}/")
