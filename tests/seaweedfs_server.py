@@ -130,8 +130,8 @@ class SeaweedFS:
     # -- life cycle -------------------------------------------------------------------------
     def start(self, binary: str) -> None:
         taken = (self.s3_port, self.iceberg_port)
-        master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc = \
-            [port for port in _free_ports(9) if port not in taken][:7]
+        master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc, admin, admin_grpc = \
+            [port for port in _free_ports(11) if port not in taken][:9]
         data_dir = self.root / "data"
         data_dir.mkdir()
         argv = [
@@ -140,6 +140,8 @@ class SeaweedFS:
             f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
             f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
             f"-s3.port={self.s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={self.iceberg_port}",
+            # The admin server starts even without its UI: give it free ports too (default 23646).
+            f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}",
             "-s3.port.lance=0", "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
             f"-bucket={WAREHOUSE_BUCKET}", f"-tableBucket={TABLE_BUCKET}",
         ]
