@@ -208,9 +208,10 @@ class CatalogConfig:
         return props
 
     def _oauth2_properties(self) -> dict[str, str]:
-        """REST with a client id and secret: name the token endpoint (Iceberg 1.10 warns that its
-        fallback to ``<uri>/v1/oauth/tokens`` will be removed). User properties override it."""
-        if self.kind != "rest" or not (self.user and self.password):
+        """REST with a client id and secret, or a token: name the token endpoint (Iceberg 1.10
+        warns on every job that its fallback to ``<uri>/v1/oauth/tokens`` will be removed; with a
+        token it is only used to refresh it, as the fallback was). User properties override it."""
+        if self.kind != "rest" or not self.password:
             return {}
         return {"oauth2-server-uri": f"{self.uri.rstrip('/')}/v1/oauth/tokens"}
 
@@ -298,6 +299,7 @@ class CatalogConfig:
             elif self.password:
                 catalog["token"] = self.password
                 catalog["rest.auth.type"] = "oauth2"
+                catalog.update(self._oauth2_properties())
         else:
             catalog.update({"type": "hive", "uri": self.uri})
         if self.warehouse:

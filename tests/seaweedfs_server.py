@@ -132,8 +132,8 @@ class SeaweedFS:
     # -- life cycle -------------------------------------------------------------------------
     def start(self, binary: str) -> None:
         taken = (self.s3_port, self.iceberg_port)
-        master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc = \
-            [port for port in _free_ports(9) if port not in taken][:7]
+        master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc, admin, admin_grpc = \
+            [port for port in _free_ports(11) if port not in taken][:9]
         data_dir = self.root / "data"
         data_dir.mkdir()
         argv = [
@@ -142,6 +142,8 @@ class SeaweedFS:
             f"-volume.port={volume}", f"-volume.port.grpc={volume_grpc}",
             f"-filer.port={filer}", f"-filer.port.grpc={filer_grpc}",
             f"-s3.port={self.s3_port}", f"-s3.port.grpc={s3_grpc}", f"-s3.port.iceberg={self.iceberg_port}",
+            # The admin server starts even without its UI: give it free ports too (default 23646).
+            f"-admin.port={admin}", f"-admin.port.grpc={admin_grpc}",
             "-s3.port.lance=0", "-webdav=false", "-admin.ui=false", "-master.telemetry=false",
             f"-bucket={WAREHOUSE_BUCKET}", f"-tableBucket={TABLE_BUCKET}", *self.extra_args,
         ]
@@ -178,7 +180,8 @@ class SeaweedFS:
         if self.process is not None and self.process.poll() is None:
             os.killpg(self.process.pid, signal.SIGTERM)
             try:
-                self.process.wait(timeout=20)
+                # Its data is thrown away: no need to wait long for a clean shutdown under load.
+                self.process.wait(timeout=5)
             except subprocess.TimeoutExpired:
                 os.killpg(self.process.pid, signal.SIGKILL)
                 self.process.wait(timeout=10)

@@ -214,13 +214,18 @@ def test_rest_oauth2_names_its_token_endpoint_on_both_faces():
                         properties={"oauth2-server-uri": "https://idp.example/token"})
     assert idp.pyiceberg_catalog_properties()["oauth2-server-uri"] == "https://idp.example/token"
     assert idp.spark_catalog_conf()["spark.sql.catalog.r.oauth2-server-uri"] == "https://idp.example/token"
-    # A static token needs no token endpoint.
+    # A static token: the same endpoint (only used to refresh it), so Spark stops warning there too.
     token = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181", password="tok123456")
-    assert "oauth2-server-uri" not in token.pyiceberg_catalog_properties()
-    assert "spark.sql.catalog.r.oauth2-server-uri" not in token.spark_catalog_conf()
+    assert token.pyiceberg_catalog_properties()["token"] == "tok123456"
+    assert token.pyiceberg_catalog_properties()["oauth2-server-uri"] == "http://127.0.0.1:8181/v1/oauth/tokens"
+    assert token.spark_catalog_conf()["spark.sql.catalog.r.oauth2-server-uri"] == "http://127.0.0.1:8181/v1/oauth/tokens"
+    assert "credential" not in token.pyiceberg_catalog_properties()
+    # Without a secret there is nothing to name.
+    anonymous = CatalogConfig(name="r", kind="rest", uri="http://127.0.0.1:8181")
+    assert "oauth2-server-uri" not in anonymous.pyiceberg_catalog_properties()
 
 
-def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkeypatch, bad_input):
+def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkeypatch):
     from airflow_lake_provider.jars import S3A_JARS, resolve_jars, s3a_jars
 
     monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
@@ -229,7 +234,6 @@ def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkey
         resolve_jars(None, s3a=True)
     message = str(raised.value)
     assert "hadoop-aws-3.3.1.jar" in message and "scripts/bootstrap.sh" in message and "LAKE_S3A_JAR_DIR" in message
-    bad_input("S3 lake without the S3A jars", "warehouse s3://b/wh, empty jar cache", raised.value)
     cache = tmp_path / "cache"
     cache.mkdir()
     for name in S3A_JARS:

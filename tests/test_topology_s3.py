@@ -198,14 +198,32 @@ def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, s
     name = "db.events"
 
     # Both planning engines on S3 give the same plan (the Spark one reads the manifests through S3A).
-    create_events_table(hook.catalog, "db.planned", days=2, commits_per_day=3, rows_per_commit=5)
+    create_events_table(hook.catalog, "db.planned", days=2, commits_per_day=5, rows_per_commit=5)
     common = {"table": "db.planned", "target_file_size_bytes": 1024 * 1024, "include_file_paths": True}
     by_spark = IcebergRewritePlanOperator(task_id="plan", engine="spark", **common).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     by_pyiceberg = IcebergRewritePlanOperator(task_id="plan", engine="pyiceberg", **common).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     assert (by_spark.pop("engine"), by_pyiceberg.pop("engine")) == ("spark", "pyiceberg")
-    assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 6
+    assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 10
 
     table, _, _ = _maintain_and_verify(hook, spark, fs, name)
     assert table.location().startswith(f"s3://warehouse/{prefix}/")
+
+
+def test_s3_lake_without_the_s3a_jars_is_refused_before_a_jvm(monkeypatch, tmp_path, bad_input, airflow_db):
+    from airflow_lake_provider.exceptions import LakeConfigError
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+    from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+
+    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "no-jars"))
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps({
+        "conn_type": "iceberg_lake", "host": f"sqlite:///{tmp_path}/catalog.db",
+        "extra": {"warehouse": "s3://warehouse/lake", "properties": {"s3.endpoint": "http://127.0.0.1:9"}}}))
+    started = time.monotonic()
+    with pytest.raises(LakeConfigError) as raised:
+        LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
+    assert time.monotonic() - started < 10  # no spark-submit was started
+    assert "hadoop-aws-3.3.1.jar" in str(raised.value) and "scripts/bootstrap.sh" in str(raised.value)
+    bad_input("connection", "warehouse s3://warehouse/lake, S3A jars not cached", raised.value)
