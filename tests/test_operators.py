@@ -140,12 +140,10 @@ def _history_table(lake_hook, namespace):
 @pytest.mark.parametrize(
     ("policy", "retained", "expected_removed"),
     [
-        # last 3 commits kept (5,6,7); the tag keeps 1; 0,2,3,4 go
-        ("KEEP_LATEST_COMMITS", 3, [0, 2, 3, 4]),
-        # last version of each partition: a->7, b->6, c->0; tag keeps 1; 2,3,4,5 go
+        # last version of each partition: a->7, b->6, c->0; tag keeps 1; 2,3,4,5 go. The one policy that
+        # reads the table's files; KEEP_LATEST_COMMITS and KEEP_LATEST_BY_HOURS are decided from the
+        # snapshot list alone, tested in test_retention_unit.py (two spark-submits each saved here).
         ("KEEP_LATEST_FILE_VERSIONS", 1, [2, 3, 4, 5]),
-        # every commit was made within the last hour: nothing goes
-        ("KEEP_LATEST_BY_HOURS", 1, []),
     ],
 )
 def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespace, policy, retained, expected_removed):
