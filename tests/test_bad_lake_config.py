@@ -18,16 +18,15 @@ from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from lake_checks import FakeTaskInstance, table_fingerprint
+from ports import free_port
 
 # Refused within this many seconds (PyArrow retries a refused S3 connection for about 2 s).
 FAST = 8.0
 
 
 def _closed_port() -> int:
-    """A port nothing listens on (bound, then released)."""
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return sock.getsockname()[1]
+    """A port nothing listens on (free a moment ago)."""
+    return free_port()
 
 
 def _set(monkeypatch, conn: dict) -> str:

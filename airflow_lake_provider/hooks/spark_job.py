@@ -450,12 +450,12 @@ class LakeSparkJobHook(BaseHook):
         args = self._check_request(job, args)
         self._submit_hook = None
         target = self.resolve_target()
-        # Opening the catalog here checks it answers before a JVM starts, and on SQLite creates
-        # the catalog tables Spark expects to find (it is told not to create them itself).
-        self.lake_hook.catalog
         work_dir = Path(tempfile.mkdtemp(prefix="lake-job-"))  # mode 0700
         try:
-            submission = self.prepare(job, args, target, work_dir)
+            submission = self.prepare(job, args, target, work_dir)  # refuses missing jars, offline
+            # Opening the catalog checks it (and the store) answers before a JVM starts, and on SQLite
+            # creates the catalog tables Spark expects to find (it is told not to create them itself).
+            self.lake_hook.catalog
             return self._submit(submission)
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
