@@ -31,8 +31,10 @@ fi
 if ! command -v "$PYTHON_BIN" >/dev/null; then
   PYTHON_BIN=python3
 fi
-if [ ! -x "$VENV/bin/python" ]; then
+# A venv without pip is one whose creation was interrupted: make it again.
+if [ ! -x "$VENV/bin/python" ] || [ ! -x "$VENV/bin/pip" ]; then
   echo "bootstrap: creating $VENV with $($PYTHON_BIN --version)"
+  rm -rf "$VENV"
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 
