@@ -17,7 +17,7 @@ pytestmark = pytest.mark.spark_submit
 
 def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, spark, namespace):
     name = f"{namespace}.events"
-    create_events_table(lake_hook.catalog, name, days=4, commits_per_day=60, rows_per_commit=10)
+    create_events_table(lake_hook.catalog, name, days=4, commits_per_day=30, rows_per_commit=20)
     # Merge-on-read deletes from another engine, like a real writer would leave them.
     spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 10 = 3")
     table = lake_hook.load_table(name)
@@ -25,7 +25,7 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     files_before = live_files(table)
     deletes_before = live_file_paths(table)["POSITION_DELETES"]
     snapshot_before = table.current_snapshot().snapshot_id
-    assert files_before["DATA"] == 240 and files_before["POSITION_DELETES"] > 0
+    assert files_before["DATA"] == 120 and files_before["POSITION_DELETES"] > 0
     assert deletes_before <= files_on_disk(table)
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
@@ -47,9 +47,9 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     # Snapshot IDs through XCom match the table's history.
     history = {s.snapshot_id for s in table.snapshots()}
     assert xcom["plan"]["snapshot_id"] == snapshot_before
-    assert xcom["plan"]["totals"]["files"] == 240
+    assert xcom["plan"]["totals"]["files"] == 120
     assert xcom["rewrite"]["snapshot_id_before"] == snapshot_before
-    assert xcom["rewrite"]["rewritten_data_files"] == 240 and xcom["rewrite"]["added_data_files"] == 4
+    assert xcom["rewrite"]["rewritten_data_files"] == 120 and xcom["rewrite"]["added_data_files"] == 4
     assert xcom["rewrite"]["failed_groups"] == []
     assert xcom["rewrite"]["snapshot_id_after"] in history
     # Its data commit (made before the position-delete commit, still referencing every old delete file) is
@@ -63,7 +63,7 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     # Expiry removed the old history but not what the rewrite produced.
     assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
     assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
-    assert xcom["expire"]["deleted_files"]["data_files"] == 240
+    assert xcom["expire"]["deleted_files"]["data_files"] == 120
     # One run reclaims the space: the rewritten data and delete files are gone from storage too, and
     # what is left under data/ is exactly what the current snapshot reads.
     assert xcom["expire"]["deleted_files"]["position_delete_files"] == len(deletes_before)

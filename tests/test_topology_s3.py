@@ -1,5 +1,5 @@
 """The maintenance chain where production lakes live: tables on S3 (SeaweedFS on 127.0.0.1),
-behind an Iceberg REST catalog (OAuth2 client credentials) and behind a SQL catalog.
+behind an Iceberg REST catalog (OAuth2 client credentials) and behind a SQL catalog on PostgreSQL.
 
 Each topology runs the real ``lake_maintenance`` DAG (``dag.test()``, spark-submit jobs) with
 ``lake_default`` pointing at the server, and checks it with raw Spark (a second catalog
@@ -188,11 +188,17 @@ def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server
     assert spark.table(f"s3rest.{name}").count() == rows + 4
 
 
-def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, spark, tmp_path):  # noqa: F811
+def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, postgres_server, spark):  # noqa: F811
+    """The SQL catalog on PostgreSQL, as production runs it: PyIceberg, Spark jobs and the shared
+    session all go through its database (with Login/Password), the files through S3."""
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+    from postgres_server import CATALOG_PASSWORD, CATALOG_USER
 
     prefix = f"sql-{uuid.uuid4().hex[:8]}"
-    hook = s3_lake(seaweedfs_server.sql_connection(f"sqlite:///{tmp_path}/catalog.db", prefix, catalog_name="s3sql"))
+    database = postgres_server.create_database()
+    hook = s3_lake(seaweedfs_server.sql_connection(postgres_server.uri(database), prefix, catalog_name="s3sql",
+                                                   login=CATALOG_USER, password=CATALOG_PASSWORD))
+    assert hook.config.jdbc_driver == "postgresql"
     fs = seaweedfs_server.filesystem()
     hook.catalog.create_namespace("db")
     name = "db.events"
