@@ -214,3 +214,18 @@ class FakeTaskInstance:
 
 def context(task_id: str) -> dict:
     return {"ti": FakeTaskInstance(task_id)}
+
+
+def rewrite_task_vs_raw(table: str, plan: dict, raw_copies: tuple[str, str]) -> tuple[float, dict, float, dict, int]:
+    """The provider's rewrite task on ``table`` against a raw spark-submit of the procedure with
+    the plan's options on two registered copies (one run before the task, one after: the faster
+    counts). Returns (task wall s, task result, raw wall s, first raw run's JSON, JVMs the task started)."""
+    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+    options = json.dumps(plan["options"])
+    raw_wall, raw = raw_spark_submit("procedure", options, raw_copies[0])
+    with JvmCounter() as jvms:
+        op_wall, result = timed(IcebergRewriteDataFilesOperator(
+            task_id="rewrite", table=table, plan=plan, rewrite_position_deletes=False).execute, context("rewrite"))
+    raw2_wall, _ = raw_spark_submit("procedure", options, raw_copies[1])
+    return op_wall, result, min(raw_wall, raw2_wall), raw, jvms.count

@@ -18,12 +18,11 @@ Run: ``python benchmarks/rewrite.py [--quick]`` (about 3 minutes on 2 cores).
 from __future__ import annotations
 
 import argparse
-import json
 import tempfile
 import time
 from pathlib import Path
 
-from common import (JvmCounter, context, lake_hook, markdown_table, private_lake, raw_spark_submit, timed,
+from common import (context, lake_hook, markdown_table, private_lake, raw_spark_submit, rewrite_task_vs_raw, timed,
                     write_section)
 
 PARTITIONS = 4
@@ -76,7 +75,6 @@ def main() -> None:
     n_files = 400 if args.quick else 2000
 
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     with private_lake("rewrite"):
         hook = lake_hook()
@@ -88,17 +86,12 @@ def main() -> None:
 
         plan_s, plan = timed(IcebergRewritePlanOperator(task_id="plan", table="bench.small", engine="pyiceberg").execute,
                              context("plan"))
-        raw_wall, raw = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw")
-        with JvmCounter() as jvms:
-            op_wall, result = timed(IcebergRewriteDataFilesOperator(
-                task_id="rewrite", table="bench.small", plan=plan, rewrite_position_deletes=False).execute,
-                context("rewrite"))
-        raw2_wall, _ = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw2")
-        raw_wall = min(raw_wall, raw2_wall)  # one raw run before the operator and one after: the faster
+        op_wall, result, raw_wall, raw, jvm_count = rewrite_task_vs_raw(
+            "bench.small", plan, ("bench.small_raw", "bench.small_raw2"))
         after_files = len(data_files(hook.load_table("bench.small")))
         raw_after = len(data_files(hook.load_table("bench.small_raw")))
         assert result["rewritten_data_files"] == len(before) == int(raw["results"][0]["rewritten_data_files_count"])
-        print(f"rewrite: operator {op_wall:.1f} s ({jvms.count} JVM), raw {raw_wall:.1f} s; plan {plan_s:.2f} s")
+        print(f"rewrite: operator {op_wall:.1f} s ({jvm_count} JVM), raw {raw_wall:.1f} s; plan {plan_s:.2f} s")
 
         with tempfile.TemporaryDirectory() as out:
             copy_wall, copy = raw_spark_submit("copy", str(Path(out) / "copy"), str(after_files),
@@ -112,7 +105,7 @@ def main() -> None:
     command = "python benchmarks/rewrite.py" + (" --quick" if args.quick else "")
     mb = total_bytes / 1e6
     rewrite_rows = [
-        ["operator (`IcebergRewriteDataFilesOperator.execute`, spark-submit incl.)", f"{op_wall:.1f}", jvms.count],
+        ["operator (`IcebergRewriteDataFilesOperator.execute`, spark-submit incl.)", f"{op_wall:.1f}", jvm_count],
         ["raw spark-submit of `CALL rewrite_data_files` (faster of a run before and one after)", f"{raw_wall:.1f}", 1],
         ["ratio operator / raw", f"**{op_wall / raw_wall:.2f}**", ""],
     ]

@@ -25,10 +25,9 @@ import os
 import statistics
 import sys
 import time
-import uuid
 from pathlib import Path
 
-from common import JvmCounter, context, markdown_table, private_lake, raw_spark_submit, timed, write_section
+from common import context, markdown_table, private_lake, raw_spark_submit, rewrite_task_vs_raw, timed, write_section
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent / "tests"))
 from seaweedfs_server import SeaweedFS  # noqa: E402
@@ -84,7 +83,6 @@ def main() -> None:
     n_files = 200 if args.quick else 1000
 
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     with private_lake("topology") as root:
         server = SeaweedFS.launch(root / "weed")
@@ -102,13 +100,8 @@ def main() -> None:
 
             plan = IcebergRewritePlanOperator(task_id="plan", table="bench.small", engine="pyiceberg").execute(
                 context("plan"))
-            raw_wall, raw = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw")
-            with JvmCounter() as jvms:
-                op_wall, result = timed(IcebergRewriteDataFilesOperator(
-                    task_id="rewrite", table="bench.small", plan=plan, rewrite_position_deletes=False).execute,
-                    context("rewrite"))
-            raw2_wall, _ = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_raw2")
-            raw_wall = min(raw_wall, raw2_wall)
+            op_wall, result, raw_wall, raw, jvm_count = rewrite_task_vs_raw(
+                "bench.small", plan, ("bench.small_raw", "bench.small_raw2"))
             after_files = len(data_files(lake.load_table("bench.small")))
             assert result["rewritten_data_files"] == len(before)
             _, copy = raw_spark_submit("copy", "s3a://warehouse/bench-copy", str(after_files),
@@ -148,7 +141,7 @@ HadoopFileIO, SQL catalog), rewritten into {after_files}. Seconds inside the app
 End to end, spark-submit included:
 
 {markdown_table(["run", "wall s", "JVMs"], [
-    ["the provider's rewrite task", f"{op_wall:.1f}", jvms.count],
+    ["the provider's rewrite task", f"{op_wall:.1f}", jvm_count],
     ["raw spark-submit of `CALL rewrite_data_files` (faster of two)", f"{raw_wall:.1f}", 1],
     ["ratio task / raw", f"**{op_wall / raw_wall:.2f}**", ""],
 ])}

@@ -125,3 +125,17 @@ def rows_by_spark(spark, table_name: str, catalog: str = "lake") -> list[tuple]:
 def rows_by_pyiceberg(table) -> list[tuple]:
     """Every visible row as read by PyIceberg, sorted, in the shape of :func:`rows_by_spark`."""
     return sorted(tuple(row.values()) for row in table.scan().to_arrow().to_pylist())
+
+
+def plans_by_both_engines(**operator_args) -> tuple[dict, dict]:
+    """The plan operator's result with ``engine="spark"`` and with ``engine="pyiceberg"``, each
+    without its ``engine`` key, so a test can assert the two engines plan alike."""
+    from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+
+    plans = []
+    for engine in ("spark", "pyiceberg"):
+        plan = IcebergRewritePlanOperator(task_id="plan", engine=engine, **operator_args).execute(
+            {"ti": FakeTaskInstance(task_id="plan")})
+        assert plan.pop("engine") == engine
+        plans.append(plan)
+    return plans[0], plans[1]

@@ -19,7 +19,7 @@ from airflow_lake_provider.operators.plan import (
 )
 from airflow_lake_provider.partition_sql import spark_partition_predicates
 from airflow_lake_provider.planning import RewriteOptions, parse_partition_filter, plan_table
-from lake_checks import FakeTaskInstance
+from lake_checks import FakeTaskInstance, plans_by_both_engines
 
 
 def _both_plans(spark, lake_hook, name: str, partition_filter: str | None = None, **overrides):
@@ -196,11 +196,7 @@ def test_operator_with_the_spark_engine_gives_the_pyiceberg_plan(lake_hook, name
     create_events_table(lake_hook.catalog, name, days=3, commits_per_day=5, rows_per_commit=10)
     common = {"table": name, "target_file_size_bytes": 1024 * 1024, "partition_filter": "day < '2026-01-03'",
               "include_file_paths": True}
-    by_spark = IcebergRewritePlanOperator(task_id="plan", engine="spark", **common).execute(
-        {"ti": FakeTaskInstance(task_id="plan")})
-    by_pyiceberg = IcebergRewritePlanOperator(task_id="plan", engine="pyiceberg", **common).execute(
-        {"ti": FakeTaskInstance(task_id="plan")})
-    assert (by_spark.pop("engine"), by_pyiceberg.pop("engine")) == ("spark", "pyiceberg")
+    by_spark, by_pyiceberg = plans_by_both_engines(**common)
     assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 10
 
 

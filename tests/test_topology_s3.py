@@ -25,7 +25,8 @@ import pytest
 
 from airflow_lake_provider.demo_data import create_events_table
 from conftest import load_dag
-from lake_checks import FakeTaskInstance, live_content_files, live_files, spark_fingerprint, table_fingerprint
+from lake_checks import (FakeTaskInstance, live_content_files, live_files, plans_by_both_engines, spark_fingerprint,
+                         table_fingerprint)
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.spark_submit
@@ -191,7 +192,6 @@ def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server
 def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, postgres_server, spark):  # noqa: F811
     """The SQL catalog on PostgreSQL, as production runs it: PyIceberg, Spark jobs and the shared
     session all go through its database (with Login/Password), the files through S3."""
-    from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
     from postgres_server import CATALOG_PASSWORD, CATALOG_USER
 
     prefix = f"sql-{uuid.uuid4().hex[:8]}"
@@ -206,11 +206,7 @@ def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, p
     # Both planning engines on S3 give the same plan (the Spark one reads the manifests through S3A).
     create_events_table(hook.catalog, "db.planned", days=2, commits_per_day=5, rows_per_commit=5)
     common = {"table": "db.planned", "target_file_size_bytes": 1024 * 1024, "include_file_paths": True}
-    by_spark = IcebergRewritePlanOperator(task_id="plan", engine="spark", **common).execute(
-        {"ti": FakeTaskInstance(task_id="plan")})
-    by_pyiceberg = IcebergRewritePlanOperator(task_id="plan", engine="pyiceberg", **common).execute(
-        {"ti": FakeTaskInstance(task_id="plan")})
-    assert (by_spark.pop("engine"), by_pyiceberg.pop("engine")) == ("spark", "pyiceberg")
+    by_spark, by_pyiceberg = plans_by_both_engines(**common)
     assert by_spark == by_pyiceberg and by_spark["totals"]["files"] == 10
 
     table, _, _ = _maintain_and_verify(hook, spark, fs, name)
