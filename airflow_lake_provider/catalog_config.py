@@ -97,6 +97,11 @@ def _scheme(location: str | None) -> str:
     return urlsplit(location).scheme.lower() if location and "://" in location else ""
 
 
+def is_s3_location(location: str | None) -> bool:
+    """Whether ``location`` is on S3 (``s3://`` or ``s3a://``)."""
+    return _scheme(location) in S3_SCHEMES
+
+
 def _is_aws_endpoint(endpoint: str) -> bool:
     host = urlsplit(endpoint).hostname or ""
     return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
@@ -225,7 +230,7 @@ class CatalogConfig:
         """Whether tables live on S3: an ``s3://``/``s3a://`` warehouse, or S3 properties given
         (a REST catalog names its warehouse, not a location; its tables' locations come from it)."""
         props = self._merged_spark_properties()
-        return _scheme(self.warehouse) in S3_SCHEMES or any(key in props for key in _S3_PROPERTIES)
+        return is_s3_location(self.warehouse) or any(key in props for key in _S3_PROPERTIES)
 
     @property
     def spark_uses_s3a(self) -> bool:
@@ -293,11 +298,10 @@ class CatalogConfig:
             catalog.update({"type": "rest", "uri": self.uri})
             if self.user and self.password:
                 catalog["credential"] = f"{self.user}:{self.password}"
-                # Said, not guessed: Iceberg 1.10 warns on every job when it infers this.
-                catalog["rest.auth.type"] = "oauth2"
-                catalog.update(self._oauth2_properties())
             elif self.password:
                 catalog["token"] = self.password
+            if self.password:
+                # Said, not guessed: Iceberg 1.10 warns on every job when it infers this.
                 catalog["rest.auth.type"] = "oauth2"
                 catalog.update(self._oauth2_properties())
         else:

@@ -19,7 +19,7 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig
+from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig, is_s3_location
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.identifiers import TableIdentifier
 from airflow_lake_provider.jars import resolve_jars
@@ -173,7 +173,7 @@ class IcebergLakeHook(BaseHook):
             raise LakeConfigError(sentence or (
                 f"Cannot open catalog {config.name!r} ({config.kind} at {config.uri}): {type(error).__name__}: {error}"
             )) from None
-        if config.warehouse and config.warehouse.split("://", 1)[0].lower() in ("s3", "s3a"):
+        if is_s3_location(config.warehouse):
             check_s3_bucket(props, config.warehouse)
         return catalog
 
@@ -196,7 +196,7 @@ class IcebergLakeHook(BaseHook):
             if sentence:
                 raise LakeConfigError(sentence) from None
             raise
-        if loaded.metadata_location.split("://", 1)[0].lower() in ("s3", "s3a"):
+        if is_s3_location(loaded.metadata_location):
             check_readable(loaded.io, loaded.metadata_location)
         return loaded
 
