@@ -26,15 +26,15 @@ test-fast: bootstrap
 # Benchmarks (not tests): each script prints its figures and rewrites its section of
 # docs/benchmarks.md. About 30 minutes on 2 cores; bench-quick takes smaller sizes.
 bench: bootstrap
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python topology.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py
 
 bench-quick: bootstrap
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python planning.py --quick
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python rewrite.py --quick
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python fleet.py --tables 10
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc
-	@cd benchmarks && PYTHONPATH=$(CURDIR) ../$(VENV)/bin/python topology.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py --tables 10
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py --quick

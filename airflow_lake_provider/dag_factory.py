@@ -18,8 +18,8 @@ from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-from airflow_lake_provider.retention import CleanPolicy
-from airflow_lake_provider.scoping import before_first_day
+from airflow_lake_provider.core.retention import CleanPolicy
+from airflow_lake_provider.core.scoping import before_first_day
 
 #: Airflow's own start date of the maintenance DAGs. Airflow creates no task for a manual run
 #: dated before a DAG's start date (the run "succeeds" with nothing run), so it lies far back:

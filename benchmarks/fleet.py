@@ -31,7 +31,7 @@ REWRITE_OPTIONS = {"min-input-files": "5"}
 
 
 def healthy_run(hook) -> dict:
-    from airflow_lake_provider.demo_data import create_events_table
+    from demo_data import create_events_table
     from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
     from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
@@ -82,7 +82,7 @@ print(json.dumps({"seconds": seconds, "jvms": count["jvms"], "state": str(run.st
 
 
 def fleet(hook, n_tables: int, root: Path) -> dict:
-    from airflow_lake_provider.demo_data import create_events_table
+    from demo_data import create_events_table
 
     names = []
     for i in range(n_tables):

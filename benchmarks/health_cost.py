@@ -42,7 +42,7 @@ def rss_kb():
 before = rss_kb()
 started = time.perf_counter()
 if what == "table_health":
-    from airflow_lake_provider.health import table_health
+    from airflow_lake_provider.core.health import table_health
     result = table_health(table).data_files
 elif what == "inspect.files":
     result = table.inspect.files().num_rows

@@ -34,7 +34,7 @@ REPEAT = 2  # spark-submit times are noisy on a shared machine: the faster of tw
 PYICEBERG = f"""
 import time
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
-from airflow_lake_provider.planning import RewriteOptions, plan_table
+from airflow_lake_provider.core.planning import RewriteOptions, plan_table
 table = IcebergLakeHook().load_table("{TABLE}")
 options = RewriteOptions.from_table_properties(dict(table.properties), target_file_size_bytes={TARGET})
 before_mb = _status_mb("VmRSS")

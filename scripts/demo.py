@@ -64,8 +64,8 @@ def _run_maintenance(dag_file: Path, table: str) -> list[str]:
 
 def run_demo(hook, catalog_label: str) -> int:
     """Build the demo table through ``hook``, run the maintenance DAG on it, print before and after."""
-    from airflow_lake_provider.demo_data import create_events_table
-    from airflow_lake_provider.health import table_health
+    from demo_data import create_events_table
+    from airflow_lake_provider.core.health import table_health
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
     print(f"demo: {catalog_label} (catalog '{hook.config.name}')")

@@ -7,7 +7,7 @@ import datetime as dt
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from lake_checks import live_files, table_fingerprint
 
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]

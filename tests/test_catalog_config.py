@@ -6,7 +6,7 @@ import pytest
 
 from airflow_lake_provider.catalog_config import CatalogConfig, is_secret_key
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.lake import embedded_catalog_config
 
 

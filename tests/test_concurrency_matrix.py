@@ -29,7 +29,7 @@ from pathlib import Path
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.jobs import iceberg as jobs_iceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
@@ -46,7 +46,7 @@ import os
 from airflow_lake_provider.catalog_config import CatalogConfig
 from airflow_lake_provider.lake import embedded_catalog_config
 from airflow_lake_provider.jars import resolve_jars
-from airflow_lake_provider.demo_data import _batch
+from demo_data import _batch
 from pyiceberg.catalog import load_catalog
 
 # The catalog to write to: LAKE_WRITER_CATALOG (CatalogConfig fields as JSON), else the embedded lake.

@@ -11,7 +11,7 @@ import json
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError, LakeTableNotFound
 from airflow_lake_provider.jobs import convert_equality_deletes as convert_job
 from airflow_lake_provider.operators.convert_equality_deletes import IcebergConvertEqualityDeletesOperator

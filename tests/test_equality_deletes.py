@@ -11,10 +11,10 @@ import datetime as dt
 
 import pytest
 
-from airflow_lake_provider.demo_data import _batch, create_events_table
+from demo_data import _batch, create_events_table
 from airflow_lake_provider.jobs import plan as plan_job
 from airflow_lake_provider.jobs.rewrite import _java_map
-from airflow_lake_provider.planning import RewriteOptions, plan_table
+from airflow_lake_provider.core.planning import RewriteOptions, plan_table
 from equality_deletes import commit_equality_deletes
 
 
@@ -224,7 +224,7 @@ def test_pyiceberg_engine_and_dangling_delete_removal_refuse_equality_deletes(sp
 @pytest.mark.spark_submit
 def test_auto_engine_plans_equality_deletes_in_spark_and_the_summary_may_lack_totals(spark, lake_hook, namespace):
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-    from airflow_lake_provider.snapshots import has_equality_deletes
+    from airflow_lake_provider.core.snapshots import has_equality_deletes
     from lake_checks import FakeTaskInstance
 
     name = f"{namespace}.t"
@@ -246,7 +246,7 @@ def test_auto_engine_plans_equality_deletes_in_spark_and_the_summary_may_lack_to
 
 # -- health: equality deletes and their rows, scored as Amoro weighs them -----------------------
 def test_health_and_sensor_count_equality_deletes_and_weigh_them_more(spark, lake_hook, namespace):
-    from airflow_lake_provider.health import EQUALITY_DELETE_ROW_WEIGHT, table_health
+    from airflow_lake_provider.core.health import EQUALITY_DELETE_ROW_WEIGHT, table_health
     from airflow_lake_provider.sensors.health import IcebergTableHealthSensor
 
     by_position, by_equality = f"{namespace}.pos", f"{namespace}.eq"

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from conftest import load_dag
 from lake_checks import live_files, table_fingerprint
 

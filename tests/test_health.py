@@ -9,7 +9,7 @@ from collections import Counter
 import pytest
 
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.health import HealthThresholds, TableHealth, parse_thresholds, table_health
+from airflow_lake_provider.core.health import HealthThresholds, TableHealth, parse_thresholds, table_health
 from test_sensors import TARGET, append_small_files, healthy_table
 
 DAY0 = dt.date(1970, 1, 1)
@@ -60,7 +60,7 @@ def test_report_matches_the_files_metadata_table(lake_hook, namespace):
 
 
 def test_empty_table_is_healthy(lake_hook, namespace):
-    from airflow_lake_provider.demo_data import EVENTS_SCHEMA
+    from demo_data import EVENTS_SCHEMA
 
     table = lake_hook.catalog.create_table(f"{namespace}.empty", schema=EVENTS_SCHEMA)
     report = table_health(table).to_dict()

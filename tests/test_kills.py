@@ -18,7 +18,7 @@ from urllib.parse import urlsplit
 import psutil
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator

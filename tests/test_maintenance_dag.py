@@ -7,7 +7,7 @@ import re
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.links import SparkHistoryLink
 from conftest import load_dag
 from lake_checks import FakeTaskInstance, files_on_disk, live_file_paths, live_files, table_fingerprint

@@ -6,7 +6,7 @@ from __future__ import annotations
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError, LakeTableNotFound
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator

@@ -14,7 +14,7 @@ from urllib.parse import urlsplit
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from test_concurrency_matrix import writer  # noqa: F401 - the other-writer process fixture
 from test_kills import files_on_disk

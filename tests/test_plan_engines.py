@@ -11,14 +11,14 @@ import datetime as dt
 
 import pytest
 
-from airflow_lake_provider.demo_data import _batch, create_events_table
+from demo_data import _batch, create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs import plan as plan_job
 from airflow_lake_provider.operators.plan import (
     AUTO_SPARK_MIN_DATA_FILES, ENGINES, IcebergRewritePlanOperator, choose_engine,
 )
-from airflow_lake_provider.partition_sql import spark_partition_predicates
-from airflow_lake_provider.planning import RewriteOptions, parse_partition_filter, plan_table
+from airflow_lake_provider.core.partition_sql import spark_partition_predicates
+from airflow_lake_provider.core.planning import RewriteOptions, parse_partition_filter, plan_table
 from lake_checks import FakeTaskInstance, plans_by_both_engines
 
 
@@ -83,7 +83,7 @@ def test_day_transform_and_an_aligned_partition_filter(spark, lake_hook, namespa
 
 @pytest.mark.parametrize("partition_by", ["day", "day_transform"])
 def test_a_daily_data_interval_scope_selects_the_same_partitions(spark, lake_hook, namespace, partition_by):
-    from airflow_lake_provider.scoping import interval_filter, partition_fields_of
+    from airflow_lake_provider.core.scoping import interval_filter, partition_fields_of
 
     name = f"{namespace}.t"
     table = create_events_table(lake_hook.catalog, name, days=3, commits_per_day=5, rows_per_commit=10,

@@ -7,8 +7,8 @@ import datetime as dt
 
 import pytest
 
-from airflow_lake_provider.demo_data import _batch, create_events_table
-from airflow_lake_provider.planning import RewriteOptions, plan_table
+from demo_data import _batch, create_events_table
+from airflow_lake_provider.core.planning import RewriteOptions, plan_table
 from lake_checks import removed_data_file_paths
 
 

@@ -10,7 +10,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
-from airflow_lake_provider.planning import (
+from airflow_lake_provider.core.planning import (
     DataFileInfo,
     FileGroup,
     RewriteOptions,

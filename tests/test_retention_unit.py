@@ -20,7 +20,7 @@ from datetime import datetime, timedelta, timezone
 import pytest
 
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
-from airflow_lake_provider.retention import (
+from airflow_lake_provider.core.retention import (
     CleanPolicy,
     RetentionDecision,
     SnapshotInfo,

@@ -6,9 +6,9 @@ from __future__ import annotations
 
 import time
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.retention import history_from_table, resolve_expiry
+from airflow_lake_provider.core.retention import history_from_table, resolve_expiry
 
 
 def test_table_retention_matches_icebergs_expire_snapshots(spark, lake_hook, namespace):

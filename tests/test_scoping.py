@@ -7,11 +7,11 @@ from types import SimpleNamespace
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-from airflow_lake_provider.scoping import (
+from airflow_lake_provider.core.scoping import (
     PartitionFieldInfo, before_first_day, combine_filters, interval_filter, parse_first_day,
 )
 from conftest import load_dag

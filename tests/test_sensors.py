@@ -18,7 +18,7 @@ from pathlib import Path
 import pyarrow as pa
 import pytest
 
-from airflow_lake_provider.demo_data import EVENTS_SCHEMA, create_events_table
+from demo_data import EVENTS_SCHEMA, create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
 from conftest import load_dag
 

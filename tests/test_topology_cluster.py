@@ -17,7 +17,7 @@ import sys
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from conftest import load_dag
 from lake_checks import files_on_disk, live_file_paths, live_files, table_fingerprint
 

@@ -23,7 +23,7 @@ import pyarrow as pa
 import pyarrow.parquet as pq
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from conftest import load_dag
 from lake_checks import (FakeTaskInstance, live_content_files, live_files, plans_by_both_engines, spark_fingerprint,
                          table_fingerprint)

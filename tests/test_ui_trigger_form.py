@@ -11,7 +11,7 @@ from urllib.parse import unquote
 
 import pytest
 
-from airflow_lake_provider.demo_data import create_events_table
+from demo_data import create_events_table
 from conftest import OUTPUT_DIR
 from lake_checks import live_files, table_fingerprint
 

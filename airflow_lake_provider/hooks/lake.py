@@ -21,7 +21,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig, is_s3_location
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
-from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
 from airflow_lake_provider.preflight import (

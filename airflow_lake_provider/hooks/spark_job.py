@@ -34,6 +34,7 @@ through Hadoop's FileSystem API and this hook reads it with PyIceberg's FileIO.
 
 from __future__ import annotations
 
+import ast
 import json
 import os
 import shutil
@@ -161,17 +162,47 @@ class Submission:
 
 
 #: Pure modules the jobs import besides ``jobs/`` (no Airflow import in any of them).
-JOB_MODULES = ("__init__.py", "exceptions.py", "planning.py")
+def shipped_modules() -> list[Path]:
+    """The package's files the jobs import, found by following their imports from ``jobs/``.
+
+    Derived, not listed: a job that starts importing another module of the package ships it
+    without a change here. Airflow-facing modules are never reached (the layering test checks
+    that ``jobs/`` and ``core/`` import no Airflow), so the archive stays import-light.
+    """
+    todo = sorted((PACKAGE_DIR / "jobs").glob("*.py"))
+    found: set[Path] = set()
+    while todo:
+        path = todo.pop()
+        if path in found:
+            continue
+        found.add(path)
+        for package in path.relative_to(PACKAGE_DIR).parents:  # every package on the way needs its __init__
+            todo.append(PACKAGE_DIR / package / "__init__.py")
+        for name in _package_imports(path):
+            parts = name.split(".")[1:]
+            module, package = PACKAGE_DIR.joinpath(*parts).with_suffix(".py"), PACKAGE_DIR.joinpath(*parts, "__init__.py")
+            todo += [candidate for candidate in (module, package) if candidate.is_file()]
+    return sorted(found)
+
+
+def _package_imports(path: Path) -> set[str]:
+    """Names of this package's modules that ``path`` imports (at the top or inside functions)."""
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+            names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return {name for name in names if name.split(".")[0] == PACKAGE_DIR.name}
 
 
 def _jobs_archive(directory: Path) -> str:
-    """Zip the import-light part of the package (``JOB_MODULES`` and ``jobs/``) for ``--py-files``."""
+    """Zip :func:`shipped_modules` for ``--py-files``."""
     archive = directory / "airflow_lake_provider_jobs.zip"
     with zipfile.ZipFile(archive, "w", zipfile.ZIP_DEFLATED) as zf:
-        for name in JOB_MODULES:
-            zf.write(PACKAGE_DIR / name, f"airflow_lake_provider/{name}")
-        for source in sorted((PACKAGE_DIR / "jobs").glob("*.py")):
-            zf.write(source, f"airflow_lake_provider/jobs/{source.name}")
+        for source in shipped_modules():
+            zf.write(source, f"{PACKAGE_DIR.name}/{source.relative_to(PACKAGE_DIR)}")
     return str(archive)
 
 

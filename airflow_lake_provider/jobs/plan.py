@@ -4,7 +4,7 @@ For tables too large for one Airflow worker's memory (hundreds of thousands of f
 more). Args: ``table``, ``snapshot_id`` (resolved by the operator: both engines plan the same
 snapshot), ``options`` (the Iceberg option map of :class:`RewriteOptions`), ``max_files``,
 ``max_bytes``, ``include_files``, ``predicates`` (``{"inclusive", "strict"}`` Spark SQL from
-:mod:`airflow_lake_provider.partition_sql`, or null).
+:mod:`airflow_lake_provider.core.partition_sql`, or null).
 
 How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
 
@@ -42,7 +42,7 @@ from functools import partial
 from typing import Any
 
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.planning import (
+from airflow_lake_provider.core.planning import (
     DataFileInfo,
     RewriteOptions,
     _json_value,

@@ -12,9 +12,9 @@ from airflow.sdk import BaseOperator
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.links import SparkHistoryLink
-from airflow_lake_provider.snapshots import describe_change, table_state
+from airflow_lake_provider.core.snapshots import describe_change, table_state
 
 # Snapshot summary properties naming the Airflow run that made a commit. A retried task finds
 # its own earlier commit by them instead of doing the work twice.

@@ -8,8 +8,8 @@ from typing import Any
 
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, flag_from, snapshot_ids_from
-from airflow_lake_provider.retention import CleanPolicy, history_from_table, resolve_clean_policy
-from airflow_lake_provider.snapshots import table_state
+from airflow_lake_provider.core.retention import CleanPolicy, history_from_table, resolve_clean_policy
+from airflow_lake_provider.core.snapshots import table_state
 
 ORPHAN_FLOOR_HOURS = 24
 DEFAULT_ORPHAN_OLDER_THAN_HOURS = 72

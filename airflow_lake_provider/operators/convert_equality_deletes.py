@@ -12,7 +12,7 @@ from airflow_lake_provider.operators.base import (
     run_properties,
     snapshot_ids_from,
 )
-from airflow_lake_provider.snapshots import (
+from airflow_lake_provider.core.snapshots import (
     commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
 )
 

@@ -7,8 +7,8 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, flag_from, snapshot_ids_from
-from airflow_lake_provider.retention import history_from_table, parse_older_than, resolve_expiry
-from airflow_lake_provider.snapshots import table_state
+from airflow_lake_provider.core.retention import history_from_table, parse_older_than, resolve_expiry
+from airflow_lake_provider.core.snapshots import table_state
 
 
 class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):

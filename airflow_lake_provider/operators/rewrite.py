@@ -8,8 +8,8 @@ from typing import Any
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs.rewrite import parse_sort_order
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, commit_retry_settings, run_properties
-from airflow_lake_provider.planning import RewriteOptions
-from airflow_lake_provider.snapshots import (
+from airflow_lake_provider.core.planning import RewriteOptions
+from airflow_lake_provider.core.snapshots import (
     commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
 )
 

@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.health import HealthThresholds, parse_thresholds
+from airflow_lake_provider.core.health import HealthThresholds, parse_thresholds
 from airflow_lake_provider.sensors import LakeSensor
 from airflow_lake_provider.triggers.health import DEFAULT_MAX_PARTITIONS, IcebergTableHealthTrigger
 

@@ -22,7 +22,7 @@ from typing import Any
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake_provider.exceptions import LakeTableNotFound
-from airflow_lake_provider.identifiers import TableIdentifier
+from airflow_lake_provider.core.identifiers import TableIdentifier
 
 DEFAULT_POLL_INTERVAL = 60.0
 

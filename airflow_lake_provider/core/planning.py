@@ -690,7 +690,7 @@ def plan_table(
     one naming an unknown column raises :class:`LakeConfigError` before anything else runs.
     """
     # Imported here: this module also ships to Spark (jobs), where only its pure part is used.
-    from airflow_lake_provider.snapshots import has_equality_deletes
+    from airflow_lake_provider.core.snapshots import has_equality_deletes
 
     options = options or RewriteOptions.from_table_properties(dict(table.properties))
     options.validate()

@@ -1,0 +1,59 @@
+"""The layers, read from the source: each imports only those below it (README, "Layout")."""
+
+from __future__ import annotations
+
+import ast
+from pathlib import Path
+
+import pytest
+
+from airflow_lake_provider.hooks.spark_job import shipped_modules
+
+PACKAGE = Path(__file__).resolve().parents[1] / "airflow_lake_provider"
+
+# Layer of each part of the package, lowest first; a module may import its own layer and below.
+LAYERS = {
+    "exceptions": 0, "core": 1, "catalog_config": 1, "jars": 1, "lake": 2, "preflight": 2, "jobs": 2,
+    "hooks": 3, "links": 3, "operators": 4, "sensors": 4, "triggers": 4,
+    "task_group": 5, "dag_factory": 6, "get_provider_info": 0, "__init__": 0,
+}
+# Outside libraries a layer must not import: the pure floor and the jobs run without Airflow,
+# the pure floor also without Spark.
+FORBIDDEN = {"core": ("airflow", "pyspark"), "jobs": ("airflow",), "exceptions": ("airflow", "pyspark")}
+
+
+def _part(path: Path) -> str:
+    return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
+
+
+def _imports(path: Path) -> set[str]:
+    names: set[str] = set()
+    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
+        if isinstance(node, ast.Import):
+            names |= {alias.name for alias in node.names}
+        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
+            names.add(node.module)
+    return names
+
+
+MODULES = sorted(PACKAGE.rglob("*.py"))
+
+
+@pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
+def test_every_import_points_down_the_layers(path):
+    part = _part(path)
+    assert part in LAYERS, f"{part} has no layer: add it to LAYERS (and to the README's layout)"
+    for name in _imports(path):
+        top = name.split(".")[0]
+        assert top not in FORBIDDEN.get(part, ()), f"{path.name} ({part}) imports {name}"
+        if top == "airflow_lake_provider" and name != "airflow_lake_provider":
+            target = name.split(".")[1]
+            assert LAYERS[target] <= LAYERS[part], f"{path.name} ({part}) imports {name}, a higher layer"
+
+
+def test_the_jobs_archive_holds_the_pure_floor_and_nothing_of_airflow():
+    shipped = {str(p.relative_to(PACKAGE)) for p in shipped_modules()}
+    assert {"__init__.py", "jobs/main.py", "core/planning.py", "exceptions.py"} <= shipped
+    assert not any(p.startswith(("hooks", "operators", "sensors", "triggers")) for p in shipped)
+    for path in shipped_modules():
+        assert not any(n.split(".")[0] == "airflow" for n in _imports(path)), path
