@@ -19,10 +19,10 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from airflow_lake_provider.core.partitions import partition_id, partition_values
+from airflow_lake_provider.core.planning import MIN_FILE_SIZE_DEFAULT_RATIO, table_file_sizes
 from airflow_lake_provider.exceptions import LakeConfigError
 
-DEFAULT_TARGET_FILE_SIZE = 512 * 1024 * 1024
-SMALL_FILE_FRACTION = 0.75  # same default as Iceberg's min-file-size-bytes
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's history.expire.max-snapshot-age-ms
 
 # The score: 100 minus these penalties (docs/health-score.md explains each one).
@@ -215,24 +215,17 @@ class TableHealth(_Figures):
         }
 
 
-def target_file_size(properties: dict[str, str]) -> int:
-    """The table's ``write.target-file-size-bytes``, or Iceberg's default of 512 MiB."""
-    return int(properties.get("write.target-file-size-bytes", DEFAULT_TARGET_FILE_SIZE))
-
-
-def _json_value(value: Any) -> Any:
-    return value if value is None or isinstance(value, (bool, int, float, str)) else str(value)
-
-
 def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> TableHealth:
     """Health of a PyIceberg table's current snapshot, from its manifests only."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     properties = dict(table.properties)
-    target = target_file_size(properties)
-    small_limit = int(target * SMALL_FILE_FRACTION)
+    # The planner's own defaults: a "small file" here is a compaction candidate there.
+    target, small_limit, _ = table_file_sizes(properties)
     snapshot = table.current_snapshot()
+    specs = table.specs()
     total = FileStats()
-    per_partition: dict[tuple[int, tuple], FileStats] = {}
+    per_partition: dict[tuple[int, str], tuple[dict[str, Any], FileStats]] = {}
+    seen: dict[tuple[int, tuple], FileStats] = {}  # raw partition record -> its stats: one conversion each
     manifests = 0
     if snapshot is not None:
         for manifest in snapshot.manifests(table.io):
@@ -240,17 +233,20 @@ def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> T
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
                 data_file = entry.data_file
                 total.add(data_file, small_limit)
-                key = (data_file.spec_id, tuple(data_file.partition))
-                per_partition.setdefault(key, FileStats()).add(data_file, small_limit)
-    specs = table.specs()
+                raw = (data_file.spec_id, tuple(data_file.partition))
+                if raw not in seen:
+                    partition = partition_values((f.name for f in specs[data_file.spec_id].fields), raw[1])
+                    key = partition_id(data_file.spec_id, partition)
+                    seen[raw] = per_partition.setdefault(key, (partition, FileStats()))[1]
+                seen[raw].add(data_file, small_limit)
     by_partition = tuple(
         PartitionHealth(
             spec_id=spec_id,
-            partition={f.name: _json_value(v) for f, v in zip(specs[spec_id].fields, values)},
+            partition=partition,
             stats=stats,
             mergeable_small_files=stats.mergeable_small_files(target),
         )
-        for (spec_id, values), stats in per_partition.items()
+        for (spec_id, _), (partition, stats) in per_partition.items()
     )
     snapshots = table.snapshots()
     oldest = min((s.timestamp_ms for s in snapshots), default=None)
@@ -292,7 +288,7 @@ def score_parts(health: TableHealth) -> list[ScorePart]:
         penalty = round(SMALL_FILES_MAX_PENALTY * share)
         parts.append(ScorePart(
             f"{health.mergeable_small_files} of {health.data_files} data files are small files compaction would "
-            f"merge away (below {health.small_file_limit_bytes:,} bytes, 75% of the "
+            f"merge away (below {health.small_file_limit_bytes:,} bytes, {MIN_FILE_SIZE_DEFAULT_RATIO:.0%} of the "
             f"{health.target_file_size_bytes:,}-byte target)", penalty))
     if health.delete_records:
         penalty = round(DELETES_MAX_PENALTY * min(1.0, health.weighted_delete_ratio / DELETES_FULL_PENALTY_RATIO))

@@ -30,15 +30,11 @@ rules can be tested and reasoned about without a catalog or Spark.
 
 from __future__ import annotations
 
-import datetime as _dt
-import decimal
-import json
-import math
-import uuid
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any
+from typing import Any, NamedTuple
 
+from airflow_lake_provider.core.partitions import partition_id, partition_key, partition_values
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused, LakeSnapshotError
 
 #: Iceberg's ``TableProperties.WRITE_TARGET_FILE_SIZE_BYTES(_DEFAULT)``.
@@ -263,6 +259,24 @@ class RewriteOptions:
         return cls(**given)
 
 
+class TableFileSizes(NamedTuple):
+    """A table's file sizes as Iceberg's binpack planner reads them when no option is given."""
+
+    target_bytes: int  #: ``write.target-file-size-bytes``, else 512 MiB
+    min_bytes: int  #: smaller data files are compaction candidates (75 % of the target)
+    max_bytes: int  #: larger data files are split (180 % of the target)
+
+
+def table_file_sizes(properties: Mapping[str, str]) -> TableFileSizes:
+    """The target, small-file and large-file sizes of a table with its ``properties``.
+
+    One owner for these defaults: the planner's candidates and the health report's "small files"
+    are the same files.
+    """
+    options = RewriteOptions.from_table_properties(properties).resolved()
+    return TableFileSizes(options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes)
+
+
 # --------------------------------------------------------------------------------------------
 # Iceberg's arithmetic
 # --------------------------------------------------------------------------------------------
@@ -350,11 +364,6 @@ def _keep_group(group: Sequence[DataFileInfo], options: RewriteOptions) -> bool:
 # --------------------------------------------------------------------------------------------
 # The plan
 # --------------------------------------------------------------------------------------------
-
-
-def _partition_key(partition: Mapping[str, Any]) -> str:
-    """A stable text key for a partition dict: grouping, sorting and de-duplication use it."""
-    return json.dumps(partition, sort_keys=True, default=str)
 
 
 @dataclass(frozen=True)
@@ -511,7 +520,7 @@ def plan_document(
             "files": sum(int(g["files"]) for g in groups),
             "bytes": sum(int(g["bytes"]) for g in groups),
             "delete_files": delete_file_count,
-            "partitions": len({(g["spec_id"], _partition_key(g["partition"])) for g in groups}),
+            "partitions": len({partition_id(g["spec_id"], g["partition"]) for g in groups}),
         },
         "expected_output_files": sum(int(g["expected_output_files"]) for g in groups),
         "options": options.to_iceberg_options(),
@@ -532,7 +541,7 @@ def rewrite_partition_of(
 
 def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, int]:
     """The order groups of different partitions are listed (and budgeted) in: partition JSON, spec."""
-    return _partition_key(partition), spec_id
+    return partition_key(partition), spec_id
 
 
 def plan_partition(
@@ -604,29 +613,6 @@ def plan_rewrite(
 # --------------------------------------------------------------------------------------------
 # PyIceberg adapter
 # --------------------------------------------------------------------------------------------
-
-
-def _json_value(value: Any) -> Any:
-    """Partition values as JSON: Python temporal/decimal/bytes/UUID objects become text.
-
-    PyIceberg keeps partition values in Iceberg's internal form, so date/time/timestamp values
-    (identity on a date column, ``day``/``month``/``hour`` transforms...) arrive as ints (days,
-    months, hours or microseconds since the epoch) and stay ints: those are the values Spark's
-    Iceberg filters and partition metadata use too.
-    """
-    if value is None or isinstance(value, (bool, int, str)):
-        return value
-    if isinstance(value, float):
-        return value if math.isfinite(value) else str(value)
-    if isinstance(value, (_dt.date, _dt.datetime, _dt.time)):
-        return value.isoformat()
-    if isinstance(value, decimal.Decimal):
-        return str(value)
-    if isinstance(value, (bytes, bytearray, memoryview)):
-        return bytes(value).hex()
-    if isinstance(value, uuid.UUID):
-        return str(value)
-    return str(value)
 
 
 def _is_file_scoped(delete_file: Any) -> bool:
@@ -712,7 +698,7 @@ def plan_table(
     for task in table.scan(snapshot_id=snapshot_id, row_filter=row_filter).plan_files():
         data_file = task.file
         names = [f.name for f in specs[data_file.spec_id].fields]
-        partition = {name: _json_value(data_file.partition[i]) for i, name in enumerate(names)}
+        partition = partition_values(names, data_file.partition)
         deletes = sorted(task.delete_files or (), key=lambda d: d.file_path)
         files.append(
             DataFileInfo(
@@ -740,6 +726,7 @@ __all__ = [
     "FileGroup",
     "RewriteOptions",
     "RewritePlan",
+    "TableFileSizes",
     "apply_budget",
     "equality_deletes_refusal",
     "expected_output_files",
@@ -748,5 +735,6 @@ __all__ = [
     "plan_partition",
     "plan_rewrite",
     "plan_table",
+    "table_file_sizes",
     "write_max_file_size",
 ]

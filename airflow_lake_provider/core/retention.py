@@ -22,7 +22,6 @@ PyIceberg is imported only inside :func:`history_from_table`, so the policies ca
 
 from __future__ import annotations
 
-import json
 import re
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
@@ -31,6 +30,8 @@ from enum import Enum
 from functools import cached_property
 from typing import Any
 
+from airflow_lake_provider.core.partitions import partition_key, partition_values
+from airflow_lake_provider.core.snapshots import walk_lineage
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
 
 MAIN_BRANCH = "main"
@@ -180,14 +181,12 @@ class TableHistory:
         Stops at the first parent that is no longer in the table (already expired); an unknown
         or ``None`` start gives an empty list.
         """
-        found: list[SnapshotInfo] = []
-        seen: set[int] = set()
-        snapshot = self.by_id.get(snapshot_id) if snapshot_id is not None else None
-        while snapshot is not None and snapshot.snapshot_id not in seen:  # `seen` guards bad metadata
-            found.append(snapshot)
-            seen.add(snapshot.snapshot_id)
-            snapshot = self.by_id.get(snapshot.parent_id) if snapshot.parent_id is not None else None
-        return found
+        start = self.by_id.get(snapshot_id) if snapshot_id is not None else None
+        return list(walk_lineage(start, self.parent))
+
+    def parent(self, snapshot: SnapshotInfo) -> SnapshotInfo | None:
+        """The parent of ``snapshot``; ``None`` for a root or a parent already expired."""
+        return self.by_id.get(snapshot.parent_id) if snapshot.parent_id is not None else None
 
     def main_ancestry(self) -> list[SnapshotInfo]:
         """The current snapshot and its ancestors, newest first: the history readers of main see."""
@@ -775,8 +774,7 @@ def _changed_partitions(table: Any, snapshot: Any, specs: Mapping[int, Any]) -> 
 
 
 def _partition_key(spec: Any, partition: Any) -> str:
-    """JSON of the partition by spec field name (stable across specs); "" when unpartitioned."""
+    """The partition's key by spec field name (stable across specs); "" when unpartitioned."""
     if not spec.fields:
         return ""
-    values = {f.name: partition[pos] for pos, f in enumerate(spec.fields)}
-    return json.dumps(values, sort_keys=True, default=str)
+    return partition_key(partition_values((f.name for f in spec.fields), partition))

@@ -1,20 +1,56 @@
-"""Snapshot lineage questions answered from PyIceberg metadata (no JVM)."""
+"""Snapshot lineage questions answered from PyIceberg metadata (no JVM).
+
+The one owner of "walking a snapshot's ancestry": PyIceberg tables are walked with PyIceberg's
+own ``ancestors_of`` (:func:`ancestry`, :func:`main_ancestry`, :func:`parent_of`); histories held
+as plain values (:mod:`airflow_lake_provider.core.retention`) walk with :func:`walk_lineage`.
+PyIceberg is imported only inside functions.
+"""
 
 from __future__ import annotations
 
-from typing import Any
+from collections.abc import Callable, Iterator
+from itertools import islice
+from typing import Any, TypeVar
 
 from airflow_lake_provider.exceptions import LakeSnapshotError
+
+S = TypeVar("S")
+
+
+def walk_lineage(snapshot: S | None, parent: Callable[[S], S | None]) -> Iterator[S]:
+    """``snapshot`` and its ancestors, newest first, while ``parent`` finds the next one.
+
+    For histories of plain values (anything with a ``snapshot_id``): ``parent`` returns ``None``
+    for a root or for a parent no longer in the table (expired). A snapshot ID met twice
+    (corrupt metadata) ends the walk.
+    """
+    seen: set[int] = set()
+    while snapshot is not None and snapshot.snapshot_id not in seen:
+        seen.add(snapshot.snapshot_id)
+        yield snapshot
+        snapshot = parent(snapshot)
+
+
+def ancestry(table, snapshot=None) -> Iterator[Any]:
+    """``snapshot`` (default: the current one) and its ancestors in ``table``, newest first.
+
+    PyIceberg's ``ancestors_of``: stops at a root or at the first parent already expired.
+    """
+    from pyiceberg.table.snapshots import ancestors_of
+
+    return ancestors_of(table.current_snapshot() if snapshot is None else snapshot, table.metadata)
 
 
 def main_ancestry(table) -> list[Any]:
     """Snapshots of main, newest first (current, parent, grandparent...)."""
-    found = []
-    snapshot = table.current_snapshot()
-    while snapshot is not None:
-        found.append(snapshot)
-        snapshot = table.snapshot_by_id(snapshot.parent_snapshot_id) if snapshot.parent_snapshot_id else None
-    return found
+    return list(ancestry(table))
+
+
+def parent_of(table, snapshot) -> Any | None:
+    """The parent of ``snapshot`` in ``table``; ``None`` for a root or an expired parent."""
+    if snapshot is None:
+        return None
+    return next(islice(ancestry(table, snapshot), 1, None), None)
 
 
 def require_in_lineage(table, snapshot_id: int, *, table_name: str, role: str = "planned") -> None:

@@ -42,10 +42,10 @@ from functools import partial
 from typing import Any
 
 from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.core.partitions import json_value as _json_value
 from airflow_lake_provider.core.planning import (
     DataFileInfo,
     RewriteOptions,
-    _json_value,
     apply_budget,
     partition_order,
     plan_document,

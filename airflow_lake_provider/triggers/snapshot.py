@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
 from airflow_lake_provider.triggers import DEFAULT_POLL_INTERVAL, LakePollingTrigger, Probe
 
@@ -63,8 +64,6 @@ def snapshot_probe(
     counts. An ``after_snapshot_id`` the table does not know raises :class:`LakeSnapshotError`
     (expired, or from another table): waiting could never end.
     """
-    from pyiceberg.table.snapshots import ancestors_of
-
     wanted = summary_properties or {}
     head = table.snapshot_by_name(branch)
     if head is None:
@@ -75,7 +74,7 @@ def snapshot_probe(
             f"{head.snapshot_id}): it was expired, or it belongs to another table."
         )
     newer, reached = [], after_snapshot_id is None
-    for snapshot in ancestors_of(head, table.metadata):
+    for snapshot in ancestry(table, head):
         if snapshot.snapshot_id == after_snapshot_id:
             reached = True
             break
