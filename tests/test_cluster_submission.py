@@ -211,3 +211,25 @@ def test_what_spark_cannot_do_is_refused_before_spark_submit(monkeypatch, lake_h
     assert job._submit_hook is None  # nothing was submitted: no JVM started
     bad_input("Spark connection / deploy mode", f"master {host}{':' + str(port) if port else ''}, extra {extra}, {hook_args}",
               raised.value)
+
+
+def test_env_vars_reach_spark_submit_with_this_hooks_own_environment(tmp_path, lake_hook):
+    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection", env_vars={"LAKE_TEAM": "data"})
+    submission, command = _prepare(job, tmp_path)
+    env = submission.environment()
+    assert env["LAKE_TEAM"] == "data" and env["SPARK_LOCAL_IP"] == "127.0.0.1" and "SPARK_SUBMIT_OPTS" in env
+    assert not [c for c in _confs(command) if "Env." in c]
+
+
+def test_env_vars_are_placed_where_spark_submit_hook_places_them():
+    from airflow_lake_provider.hooks.spark_job import SparkTarget, place_env_vars
+
+    own, user = {"PATH": "/here"}, {"LAKE_TEAM": "data"}
+    yarn = place_env_vars(SparkTarget("yarn", "cluster"), user, own)
+    assert yarn.conf == {"spark.yarn.appMasterEnv.LAKE_TEAM": "data"} and yarn.submit_hook_env_vars is None
+    assert yarn.process_env == {"PATH": "/here", "LAKE_TEAM": "data"}
+    k8s = place_env_vars(SparkTarget("k8s://https://10.0.0.9:6443", "cluster"), user, own)
+    assert k8s.conf == {} and k8s.submit_hook_env_vars == user and k8s.process_env == own  # the driver's, not ours
+    standalone = place_env_vars(SparkTarget("spark://10.0.0.5:7077", "client"), user, own)
+    assert standalone.conf == {} and standalone.submit_hook_env_vars is None and standalone.process_env["LAKE_TEAM"] == "data"
+    assert place_env_vars(SparkTarget("local[*]", "client"), {}, own).process_env == own

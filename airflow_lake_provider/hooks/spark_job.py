@@ -49,7 +49,7 @@ from typing import Any
 from urllib.parse import urlsplit
 
 from airflow.providers.apache.spark.hooks.spark_submit import SparkSubmitHook
-from airflow.sdk import BaseHook
+from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 import airflow_lake_provider
@@ -96,32 +96,37 @@ _REFUSED_CONF = {"spark.master": "the Spark connection's host", "spark.submit.de
 
 
 class _SparkSubmitHook(SparkSubmitHook):
-    """SparkSubmitHook with a ``local[*]`` fallback and an environment for spark-submit alone.
+    """SparkSubmitHook on the Spark connection this provider resolved (a real one, or ``local[*]``).
 
-    ``process_env`` is the environment of the spark-submit process on this machine (where to find
-    spark-submit, its log configuration, the driver's Python in client mode). The base hook sends
-    its ``env_vars`` to the cluster on YARN and Kubernetes (``appMasterEnv``/``driverEnv``);
-    ``process_env`` never leaves this machine.
+    SparkSubmitHook reads its connection through ``get_connection`` (BaseHook's public lookup)
+    and falls back to ``yarn`` when the connection does not exist. This provider falls back to
+    ``local[*]`` instead: it hands over a connection built in memory (:func:`local_connection`),
+    so no environment variable or secrets backend is touched and SparkSubmitHook reads the master,
+    deploy mode and extras the way it always does.
     """
 
-    def __init__(self, *, fallback_master: str | None, process_env: dict[str, str] | None = None, **kwargs: Any) -> None:
-        self._fallback_master = fallback_master
-        self._process_env = dict(process_env or {})
-        super().__init__(**kwargs)
+    def __init__(self, *, connection: Connection, **kwargs: Any) -> None:
+        self.spark_connection = connection  # set first: SparkSubmitHook.__init__ reads it
+        super().__init__(conn_id=connection.conn_id, **kwargs)
 
-    def _resolve_connection(self) -> dict[str, Any]:
-        data = super()._resolve_connection()
-        if self._fallback_master:
-            data["master"] = self._fallback_master
-            # Without a connection the base hook drops its deploy_mode argument too.
-            data["deploy_mode"] = data["deploy_mode"] or self._deploy_mode
-        return data
+    def get_connection(self, conn_id: str) -> Connection:  # type: ignore[override]
+        if conn_id == self.spark_connection.conn_id:
+            return self.spark_connection
+        return super().get_connection(conn_id)
 
-    def _build_spark_common_args(self) -> list[str]:
-        args = super()._build_spark_common_args()  # sets self._env from env_vars where it applies
-        if self._process_env:
-            self._env = {**self._process_env, **(self._env or {})}
-        return args
+    @property
+    def master(self) -> str:
+        """The master URL as SparkSubmitHook resolved it (host, port and scheme of the connection).
+
+        Read from its private ``_connection``: SparkSubmitHook has no public accessor, and
+        re-parsing the connection here would drift from its rules.
+        """
+        return self._connection["master"]
+
+
+def local_connection(conn_id: str) -> Connection:
+    """The Spark connection used when ``conn_id`` does not exist: ``local[*]``, nothing else set."""
+    return Connection(conn_id=conn_id, conn_type="spark", host=DEFAULT_LOCAL_MASTER)
 
 
 @dataclass(frozen=True)
@@ -136,9 +141,47 @@ class SparkTarget:
         return self.master.startswith("local")
 
     @property
+    def is_yarn(self) -> bool:
+        return "yarn" in self.master  # SparkSubmitHook's own test
+
+    @property
+    def is_kubernetes(self) -> bool:
+        return "k8s" in self.master  # SparkSubmitHook's own test
+
+    @property
     def driver_in_task(self) -> bool:
         """Client mode: the driver runs in the Airflow task, next to spark-submit."""
         return self.deploy_mode == "client"
+
+
+@dataclass(frozen=True)
+class EnvPlacement:
+    """Where the user's ``env_vars`` go, and the whole environment added to spark-submit's process."""
+
+    conf: dict[str, str]  # extra --conf settings (YARN's application master environment)
+    submit_hook_env_vars: dict[str, str] | None  # what SparkSubmitHook itself places (Kubernetes driver)
+    process_env: dict[str, str]  # on top of the worker's environment, for the spark-submit process
+
+
+def place_env_vars(target: SparkTarget, env_vars: dict[str, Any], process_env: dict[str, str]) -> EnvPlacement:
+    """Place ``env_vars`` as SparkSubmitHook does, with this hook's ``process_env`` kept on this machine.
+
+    SparkSubmitHook sends ``env_vars`` to the YARN application master and to spark-submit's
+    process, to the Kubernetes driver, and refuses them in cluster mode on other masters; else
+    they go to spark-submit's process. But where they reach spark-submit's process it makes them
+    the only additions to the worker's environment (its private ``_env``), with no public way to
+    add this hook's own (``PATH``, the log configuration, the driver's Python). So the
+    spark-submit environment is always passed here, through ``submit(env=...)``, and
+    SparkSubmitHook only gets ``env_vars`` where it never touches that environment; on YARN the
+    ``spark.yarn.appMasterEnv.*`` settings it would write are written here, in the same place on
+    the command line.
+    """
+    env = {str(k): str(v) for k, v in (env_vars or {}).items()}
+    if target.is_yarn:
+        return EnvPlacement({f"spark.yarn.appMasterEnv.{k}": v for k, v in env.items()}, None, {**process_env, **env})
+    if target.is_kubernetes or not target.driver_in_task:
+        return EnvPlacement({}, env or None, dict(process_env))
+    return EnvPlacement({}, None, {**process_env, **env})
 
 
 @dataclass
@@ -150,15 +193,23 @@ class Submission:
     hook: _SparkSubmitHook
     result_location: str
     spec_path: Path
+    env: dict[str, str]
 
     def command(self) -> list[str]:
-        """The spark-submit command line, as SparkSubmitHook builds it (secrets never in it)."""
+        """The spark-submit command line, as SparkSubmitHook builds it (secrets never in it).
+
+        Its private ``_build_spark_submit_command``: the only way to see the command without
+        running it (used to inspect and test what is submitted; :meth:`run` goes through ``submit``).
+        """
         return self.hook._build_spark_submit_command(str(JOB_APPLICATION))
 
     def environment(self) -> dict[str, str]:
         """Environment variables set for the spark-submit process (on top of the worker's own)."""
-        self.hook._build_spark_common_args()  # where SparkSubmitHook settles its own env_vars
-        return dict(self.hook._env or {})
+        return dict(self.env)
+
+    def run(self) -> None:
+        """Run spark-submit in a session of its own (so a kill reaches its whole process group)."""
+        self.hook.submit(str(JOB_APPLICATION), start_new_session=True, env={**os.environ, **self.env})
 
 
 #: Pure modules the jobs import besides ``jobs/`` (no Airflow import in any of them).
@@ -281,8 +332,7 @@ class LakeSparkJobHook(BaseHook):
     @property
     def history_server_url(self) -> str | None:
         """The Spark connection's ``history_server_url`` extra, where finished applications are browsed."""
-        conn = self._spark_connection()
-        url = str(conn.extra_dejson.get("history_server_url") or "").strip() if conn is not None else ""
+        url = str(self._spark_connection().extra_dejson.get("history_server_url") or "").strip()
         return url.rstrip("/") or None
 
     def application_url(self) -> str | None:
@@ -291,24 +341,19 @@ class LakeSparkJobHook(BaseHook):
         return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
     # -- where it runs ----------------------------------------------------------------------
-    def _spark_connection(self):
-        """The apache-spark connection, or ``None`` when it does not exist (then: ``local[*]``)."""
+    def _spark_connection(self) -> Connection:
+        """The apache-spark connection; when it does not exist, :func:`local_connection` (``local[*]``)."""
         try:
             return self.get_connection(self.spark_conn_id)
         except AirflowNotFoundException:
-            return None
+            return local_connection(self.spark_conn_id)
 
     def resolve_target(self) -> SparkTarget:
         """The master and deploy mode, refused here when Spark could not run the job that way."""
         conn = self._spark_connection()
-        if conn is None:
-            master = DEFAULT_LOCAL_MASTER
-            mode, source = self.deploy_mode, "deploy_mode"
-        else:
-            master = self._master()
-            extra_mode = conn.extra_dejson.get("deploy-mode")
-            mode, source = (self.deploy_mode, "deploy_mode") if self.deploy_mode else (
-                extra_mode, f"the deploy-mode extra of Spark connection {self.spark_conn_id!r}")
+        master = self._master(conn)
+        mode, source = (self.deploy_mode, "deploy_mode") if self.deploy_mode else (
+            conn.extra_dejson.get("deploy-mode"), f"the deploy-mode extra of Spark connection {self.spark_conn_id!r}")
         mode = str(mode).strip().lower() if mode else "client"
         if mode not in DEPLOY_MODES:
             raise LakeConfigError(f"Deploy mode {mode!r} (from {source}) must be 'client' or 'cluster'.")
@@ -317,10 +362,10 @@ class LakeSparkJobHook(BaseHook):
             self._check_cluster_mode(target)
         return target
 
-    def _master(self) -> str:
+    def _master(self, conn: Connection) -> str:
         """The master URL as the apache-spark provider reads its connection (host, port, scheme)."""
         try:
-            return _SparkSubmitHook(fallback_master=None, conn_id=self.spark_conn_id)._connection["master"]
+            return _SparkSubmitHook(connection=conn).master
         except (RuntimeError, NameError) as error:
             # Without the cncf provider, SparkSubmitHook 5.x fails on k8s:// masters with
             # "NameError: name 'kube_client' is not defined" (its import guard leaves it unset).
@@ -359,11 +404,7 @@ class LakeSparkJobHook(BaseHook):
         ``spark_conf``, then those of this hook's ``spark_conf`` (the operator's wins). In the
         spec: the catalog's configuration and every secret-looking key.
         """
-        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
-        if target.driver_in_task:
-            launch["spark.sql.warehouse.dir"] = str(work_dir / "spark-warehouse")
-        if target.is_local:
-            launch.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
+        launch = self._launch_defaults(target, work_dir)
         session = dict(self.lake_hook.spark_catalog_conf())
         for key, value in [*self.lake_hook.config.spark_conf.items(), *self.spark_conf.items()]:
             key = str(key)
@@ -379,6 +420,22 @@ class LakeSparkJobHook(BaseHook):
         extensions = session.pop("spark.sql.extensions", None)
         if extensions:
             launch.setdefault("spark.sql.extensions", extensions)
+        self._settle_driver_conf(target, launch)
+        return launch, session
+
+    @staticmethod
+    def _launch_defaults(target: SparkTarget, work_dir: Path) -> dict[str, str]:
+        """Settings of every launch, before the connection's and the operator's ``spark_conf``."""
+        launch: dict[str, str] = {"spark.ui.enabled": "false", "spark.ui.showConsoleProgress": "false"}
+        if target.driver_in_task:
+            launch["spark.sql.warehouse.dir"] = str(work_dir / "spark-warehouse")
+        if target.is_local:
+            launch.update({"spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1"})
+        return launch
+
+    @staticmethod
+    def _settle_driver_conf(target: SparkTarget, launch: dict[str, str]) -> None:
+        """The driver's Python (client mode) and log configuration (cluster mode), after the user's settings."""
         if target.driver_in_task and "spark.pyspark.python" in launch:
             # spark.pyspark.python names the executors' Python and would run the driver too
             # (Spark prefers it to PYSPARK_DRIVER_PYTHON); the driver runs here, in the task.
@@ -388,7 +445,6 @@ class LakeSparkJobHook(BaseHook):
             options = f"-Dlog4j.configurationFile={LOG_CONFIG_NAME}"
             user = launch.get("spark.driver.extraJavaOptions")
             launch["spark.driver.extraJavaOptions"] = f"{options} {user}" if user else options  # the user's last: it wins
-        return launch, session
 
     def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
         """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
@@ -445,11 +501,10 @@ class LakeSparkJobHook(BaseHook):
         launch_conf, session_conf = self._split_conf(target, work_dir)
         spec_path = _write_private(work_dir / "spec.json", json.dumps(self.build_spec(job, args, result_location, session_conf)))
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
+        env = place_env_vars(target, self.env_vars, self._process_env(target, work_dir))
         hook = _SparkSubmitHook(
-            fallback_master=DEFAULT_LOCAL_MASTER if self._spark_connection() is None else None,
-            process_env=self._process_env(target, work_dir),
-            conn_id=self.spark_conn_id,
-            conf=launch_conf,
+            connection=self._spark_connection(),
+            conf={**launch_conf, **env.conf},
             **artifacts,
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
@@ -459,10 +514,10 @@ class LakeSparkJobHook(BaseHook):
             name=f"lake-{job}-{self.lake_hook.config.name}",
             # Cluster mode: --files puts the spec in the driver's working directory.
             application_args=[spec_path.name if not target.driver_in_task else str(spec_path)],
-            env_vars=self.env_vars or None,
+            env_vars=env.submit_hook_env_vars,
             verbose=self.verbose,
         )
-        return Submission(job=job, target=target, hook=hook, result_location=result_location, spec_path=spec_path)
+        return Submission(job, target, hook, result_location, spec_path, env.process_env)
 
     # -- running ----------------------------------------------------------------------------
     def _check_request(self, job: str, args: dict[str, Any] | None) -> dict[str, Any]:
@@ -497,7 +552,7 @@ class LakeSparkJobHook(BaseHook):
                       submission.target.deploy_mode, self.lake_hook.config.name)
         submit_error: AirflowException | None = None
         try:
-            submission.hook.submit(str(JOB_APPLICATION), start_new_session=True)
+            submission.run()
         except AirflowException as error:
             submit_error = error
         document = self._read_result(submission.result_location)
@@ -548,7 +603,9 @@ class LakeSparkJobHook(BaseHook):
         hook = self._submit_hook
         if hook is None:
             return
-        process = getattr(hook, "_submit_sp", None)  # SparkSubmitHook keeps its Popen there
+        # SparkSubmitHook keeps its Popen in the private ``_submit_sp`` and its on_kill kills that one
+        # process only; the PySpark driver is a child of spark-submit, so the group must go.
+        process = getattr(hook, "_submit_sp", None)
         if process is not None and process.poll() is None:
             try:
                 os.killpg(process.pid, signal.SIGKILL)
