@@ -215,6 +215,28 @@ class TableHealth(_Figures):
         }
 
 
+def _file_stats(table, snapshot, small_limit: int):
+    """Figures of the live files of ``snapshot``: the table's, per partition (by :func:`partition_id`,
+    with its JSON values), and the number of manifests read."""
+    specs = table.specs()
+    total = FileStats()
+    per_partition: dict[tuple[int, str], tuple[dict[str, Any], FileStats]] = {}
+    seen: dict[tuple[int, tuple], FileStats] = {}  # raw partition record -> its stats: one conversion each
+    manifests = 0
+    for manifest in snapshot.manifests(table.io) if snapshot is not None else ():
+        manifests += 1
+        for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
+            data_file = entry.data_file
+            total.add(data_file, small_limit)
+            raw = (data_file.spec_id, tuple(data_file.partition))
+            if raw not in seen:
+                partition = partition_values((f.name for f in specs[data_file.spec_id].fields), raw[1])
+                seen[raw] = per_partition.setdefault(partition_id(data_file.spec_id, partition),
+                                                     (partition, FileStats()))[1]
+            seen[raw].add(data_file, small_limit)
+    return total, per_partition, manifests
+
+
 def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> TableHealth:
     """Health of a PyIceberg table's current snapshot, from its manifests only."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
@@ -222,30 +244,9 @@ def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> T
     # The planner's own defaults: a "small file" here is a compaction candidate there.
     target, small_limit, _ = table_file_sizes(properties)
     snapshot = table.current_snapshot()
-    specs = table.specs()
-    total = FileStats()
-    per_partition: dict[tuple[int, str], tuple[dict[str, Any], FileStats]] = {}
-    seen: dict[tuple[int, tuple], FileStats] = {}  # raw partition record -> its stats: one conversion each
-    manifests = 0
-    if snapshot is not None:
-        for manifest in snapshot.manifests(table.io):
-            manifests += 1
-            for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
-                data_file = entry.data_file
-                total.add(data_file, small_limit)
-                raw = (data_file.spec_id, tuple(data_file.partition))
-                if raw not in seen:
-                    partition = partition_values((f.name for f in specs[data_file.spec_id].fields), raw[1])
-                    key = partition_id(data_file.spec_id, partition)
-                    seen[raw] = per_partition.setdefault(key, (partition, FileStats()))[1]
-                seen[raw].add(data_file, small_limit)
+    total, per_partition, manifests = _file_stats(table, snapshot, small_limit)
     by_partition = tuple(
-        PartitionHealth(
-            spec_id=spec_id,
-            partition=partition,
-            stats=stats,
-            mergeable_small_files=stats.mergeable_small_files(target),
-        )
+        PartitionHealth(spec_id, partition, stats, mergeable_small_files=stats.mergeable_small_files(target))
         for (spec_id, _), (partition, stats) in per_partition.items()
     )
     snapshots = table.snapshots()

@@ -10,7 +10,8 @@ What it adds on top of ``SparkSubmitHook``:
   on the command line, where the cluster manager reads them;
 * the jars found for the catalog (the Iceberg runtime unless the cluster's image provides it),
   the jobs package shipped as ``--py-files``;
-* ``local[*]`` when the Spark connection does not exist (SparkSubmitHook would pick yarn);
+* ``local[*]`` when the Spark connection does not exist (SparkSubmitHook would pick yarn): a
+  connection built in memory, handed over through ``get_connection``;
 * the deploy mode of the operator, else of the Spark connection's ``deploy-mode`` extra, with a
   refusal before spark-submit where Spark has no cluster mode (local masters; Python
   applications on standalone ``spark://`` masters);
@@ -30,6 +31,10 @@ the driver still runs in the task with the task's interpreter.
 Results in cluster deploy mode: the driver runs on the cluster, so give ``result_location``
 a directory both sides reach (``hdfs://...``, ``s3a://...``); the job writes its result there
 through Hadoop's FileSystem API and this hook reads it with PyIceberg's FileIO.
+
+SparkSubmitHook is used through its constructor, ``submit`` and ``on_kill``; the three private
+attributes still read (``_connection["master"]``, ``_build_spark_submit_command``,
+``_submit_sp``) and why are listed in docs/spark-jobs.md ("What this hook relies on").
 """
 
 from __future__ import annotations
