@@ -6,6 +6,7 @@ Spark application starts, the result still says which options the rewrite would 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import re
 from pathlib import Path
@@ -170,3 +171,14 @@ def test_the_plan_operator_finds_its_consumers_without_importing_them():
     source = Path(plan_module.__file__).read_text()
     assert "operators.rewrite" not in source
     assert IcebergRewriteDataFilesOperator.consumes_plan and not IcebergRewritePlanOperator.consumes_plan
+
+
+@pytest.mark.parametrize(("doc", "contracts"), [
+    ("plan.md", (PlanResult, PlanGroup)),
+    ("rewrite.md", (RewriteResult,)),
+])
+def test_the_docs_list_every_xcom_key_of_the_contracts(doc, contracts):
+    text = (Path(__file__).resolve().parent.parent / "docs" / "operators" / doc).read_text()
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
+    keys = {f.name for contract in contracts for f in dataclasses.fields(contract)}
+    assert documented == keys
