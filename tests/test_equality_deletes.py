@@ -24,7 +24,7 @@ def _spark_plan(spark, lake_hook, name: str, **overrides) -> tuple[dict, Rewrite
     plan = plan_job.run(spark, "lake", {
         "table": name, "snapshot_id": table.current_snapshot().snapshot_id,
         "options": options.to_iceberg_options(), "include_files": True, "predicates": None,
-    })
+    })["plan"]
     return plan, options
 
 

@@ -13,11 +13,13 @@ Shipped to the Spark driver with the jobs: pure Python, no Airflow, no Spark.
 from __future__ import annotations
 
 import dataclasses
+import re
 import typing
-from collections.abc import Mapping
+from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import Any, ClassVar, TypeVar
 
+from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.exceptions import LakeConfigError
 
 C = TypeVar("C", bound="Contract")
@@ -94,21 +96,324 @@ def _from_json(value: Any, annotation: Any) -> Any:
 # (the plan operator's XCom: PlanResult)
 
 
+@dataclasses.dataclass(frozen=True)
+class PlanGroup(Contract):
+    """One file group of a plan: Iceberg rewrites it as a unit (one commit group).
 
+    ``partition`` is in the table's current spec (files of older specs sit under its all-null
+    partition). ``file_paths`` and ``file_details`` are there only when the plan was made with
+    ``include_file_paths``: absent from the JSON otherwise, not null.
+    """
+
+    what: ClassVar[str] = "plan group"
+
+    spec_id: int
+    partition: dict[str, Any] = dataclasses.field(default_factory=dict)
+    files: int = 0
+    bytes: int = 0
+    delete_files: int = 0
+    expected_output_files: int = 1
+    file_paths: list[str] | None = None
+    file_details: list[dict[str, Any]] | None = None
+
+    def to_json(self) -> dict[str, Any]:
+        data = super().to_json()
+        for optional in ("file_paths", "file_details"):
+            if data[optional] is None:
+                del data[optional]
+        return data
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanTotals(Contract):
+    """The plan's sums: ``delete_files`` counts distinct delete files (one may touch several groups)."""
+
+    what: ClassVar[str] = "plan totals"
+
+    groups: int = 0
+    files: int = 0
+    bytes: int = 0
+    delete_files: int = 0
+    partitions: int = 0
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanBudget(Contract):
+    """The per-run budget the plan was cut to (not Iceberg options): ``None`` is no limit."""
+
+    what: ClassVar[str] = "plan budget"
+
+    max_files: int | None = None
+    max_bytes: int | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanScope(Contract):
+    """Which filters limited the plan: the run's data interval (``scope``) and ``partition_filter``."""
+
+    what: ClassVar[str] = "plan scope"
+
+    interval_filter: str | None = None
+    partition_filter: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class PlanResult(Contract):
+    """The plan operator's XCom ``return_value``, which the rewrite reads: groups to rewrite at one snapshot.
+
+    Made by ``core.planning.plan_document`` (both planning engines); ``options`` is the Iceberg
+    ``rewrite_data_files`` option map the plan was made with, every threshold spelled out, so the
+    rewrite runs with exactly the plan's thresholds (``RewriteOptions.from_iceberg_options``
+    reads it back). ``engine`` and ``scope`` are set by the operator.
+    """
+
+    what: ClassVar[str] = "plan"
+
+    table: str = ""
+    snapshot_id: int | None = None
+    groups: tuple[PlanGroup, ...] = ()
+    totals: PlanTotals = PlanTotals()
+    expected_output_files: int = 0
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    budget: PlanBudget = PlanBudget()
+    skipped_by_budget: int = 0
+    engine: str | None = None
+    scope: PlanScope | None = None
+
+    @property
+    def is_empty(self) -> bool:
+        return not self.groups
 
 
 # == spark plan job ==
 # (the Spark plan job's arguments and result)
 
 
+@dataclasses.dataclass(frozen=True)
+class PartitionPredicates(Contract):
+    """Spark SQL over ``spec_id`` and ``part`` (``core.partition_sql``): files the filter may
+    select (``inclusive``), and partitions whose rows it selects whole (``strict``)."""
 
+    what: ClassVar[str] = "partition predicates"
+
+    inclusive: str = "true"
+    strict: str = "true"
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkPlanJobArgs(Contract):
+    """What the ``plan`` Spark job plans: the snapshot the operator resolved (both engines plan the
+    same one), the Iceberg option map of ``RewriteOptions`` and the budget, and the filter as
+    predicates (``None``: the whole table)."""
+
+    what: ClassVar[str] = "Spark plan job"
+
+    table: str
+    snapshot_id: int
+    options: dict[str, str]
+    max_files: int | None = None
+    max_bytes: int | None = None
+    include_files: bool = False
+    predicates: PartitionPredicates | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class SparkPlanJobResult(Contract):
+    """The Spark plan job's answer: the plan, or how many files sit in partitions the filter only
+    partly selects (``unaligned_files``; then only PyIceberg's column metrics can plan, and
+    ``plan`` is ``None``)."""
+
+    what: ClassVar[str] = "Spark plan job result"
+
+    plan: PlanResult | None = None
+    unaligned_files: int = 0
 
 
 # == rewrite ==
 # (RewriteJobArgs, RewriteResult)
 
+#: The rewrite strategies of Iceberg's ``rewrite_data_files``.
+STRATEGIES = ("binpack", "sort", "zorder")
+_ORDER_TERM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$", re.I)
+#: Commit-retry bounds: more attempts than this only hides a writer that always conflicts.
+MAX_COMMIT_ATTEMPTS, MAX_RETRY_BACKOFF_SECONDS = 10, 300
 
 
+def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
+    """``"col [ASC|DESC] [NULLS FIRST|LAST], ..."`` as ``(column, direction, nulls)`` terms.
+
+    Pure, so a bad sort order fails in :meth:`RewriteJobArgs.validate` before any JVM starts; the
+    job builds Iceberg's ``SortOrder`` from the same terms. Nulls default the way Spark's do:
+    first when ascending, last when descending. Empty: the table's own sort order.
+    """
+    if not text or not text.strip():
+        return []
+    terms = []
+    for part in text.split(","):
+        match = _ORDER_TERM.match(part)
+        if not match:
+            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'.")
+        direction = (match.group(2) or "ASC").upper()
+        nulls = (match.group(3) or ("FIRST" if direction == "ASC" else "LAST")).upper()
+        terms.append((match.group(1), direction, nulls))
+    return terms
+
+
+@dataclasses.dataclass(frozen=True)
+class PlannedPartition(Contract):
+    """One partition the rewrite is limited to (a planned group's ``spec_id`` and ``partition``)."""
+
+    what: ClassVar[str] = "planned partition"
+
+    spec_id: int
+    partition: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True)
+class RewriteJobArgs(Contract):
+    """What the ``rewrite`` Spark job does: compact ``partitions`` (``None``: the whole table).
+
+    ``options`` are Iceberg's ``rewrite_data_files`` options as the operator settled them
+    (the plan's thresholds with the rewrite's overrides, ``output-spec-id`` made explicit); the job
+    adds ``use-starting-sequence-number=false`` unless they set it. ``snapshot_properties`` go on
+    every commit, so a retried task finds its own work. A conflicting commit is tried up to
+    ``max_attempts`` times, waiting ``retry_backoff_seconds`` before the first retry, doubled for
+    each further one. The operator's parameters take their defaults from these fields.
+    """
+
+    what: ClassVar[str] = "rewrite"
+
+    table: str
+    planned_snapshot_id: int | None = None
+    partitions: tuple[PlannedPartition, ...] | None = None
+    strategy: str = "binpack"
+    sort_order: str | None = None
+    zorder_columns: tuple[str, ...] = ()
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Off for a bare job, as the job always had it; the operator turns it on by default.
+    rewrite_position_deletes: bool = False
+    #: Options of ``rewritePositionDeletes``, limited to the same partitions as the data rewrite.
+    position_delete_options: dict[str, str] = dataclasses.field(default_factory=lambda: {"rewrite-all": "true"})
+    rewrite_manifests: bool = False
+    snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    max_attempts: int = 3
+    retry_backoff_seconds: float = 2.0
+
+    def __post_init__(self) -> None:
+        # Contract.from_json builds nested contracts inside ``X | None`` but not inside
+        # ``tuple[X, ...] | None``: the partitions are read here, from JSON or as given.
+        if self.partitions is not None:
+            object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
+
+    @property
+    def output_spec_id(self) -> int | None:
+        value = self.options.get("output-spec-id")
+        return None if value is None else int(value)
+
+    def validate(self) -> RewriteJobArgs:
+        """Refuse what Spark would fail on later: names in messages are the operator's parameters."""
+        if self.strategy not in STRATEGIES:
+            raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
+        if self.strategy == "zorder" and not self.zorder_columns:
+            raise LakeConfigError("strategy 'zorder' needs zorder_columns, e.g. ['event_id', 'amount'].")
+        if self.strategy == "sort":
+            try:
+                parse_sort_order(self.sort_order)
+            except ValueError as error:
+                raise LakeConfigError(f"sort_order {self.sort_order!r}: {error}") from None
+        for key, parameter in (("partial-progress.max-commits", "max_commits"),
+                               ("max-concurrent-file-group-rewrites", "max_concurrent_file_group_rewrites")):
+            if key in self.options:
+                whole_number(self.options[key], parameter, minimum=1)
+        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
+                or not 1 <= self.max_attempts <= MAX_COMMIT_ATTEMPTS:
+            raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to {MAX_COMMIT_ATTEMPTS}; "
+                                  f"got {self.max_attempts!r}.")
+        backoff = self.retry_backoff_seconds
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= MAX_RETRY_BACKOFF_SECONDS:
+            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to "
+                                  f"{MAX_RETRY_BACKOFF_SECONDS}; got {backoff!r}.")
+        return self
+
+    def check_columns(self, table_columns: Sequence[str]) -> None:
+        """Refuse a sort order or z-order naming columns the table does not have."""
+        named = ([column for column, _, _ in parse_sort_order(self.sort_order)] if self.strategy == "sort"
+                 else list(self.zorder_columns) if self.strategy == "zorder" else [])
+        unknown = [column for column in named if column not in table_columns]
+        if unknown:
+            parameter = "sort_order" if self.strategy == "sort" else "zorder_columns"
+            raise LakeConfigError(f"{parameter} names columns the table does not have: {', '.join(unknown)}.")
+
+
+@dataclasses.dataclass(frozen=True)
+class RewriteResult(Contract):
+    """The rewrite operator's XCom ``return_value``: what the rewrite committed, and with what.
+
+    ``committed_snapshot_ids`` (oldest first) are this run's own commits only, never another
+    writer's. ``groups`` are the committed file groups; ``failed_groups`` those not committed
+    (each with a ``reason``), which fail the task unless ``fail_on_dropped_groups=False``.
+    ``attempts`` records every commit attempt, conflicts included. Made by the job, or by the
+    operator through :meth:`nothing_done` (dry run, empty plan) and :meth:`recovered` (an earlier
+    try of the same task already committed).
+    """
+
+    what: ClassVar[str] = "rewrite result"
+
+    table: str
+    snapshot_id_before: int | None = None
+    committed_snapshot_ids: tuple[int, ...] = ()
+    snapshot_id_after: int | None = None
+    rewritten_data_files: int = 0
+    added_data_files: int = 0
+    rewritten_bytes: int = 0
+    removed_delete_files: int = 0
+    #: Iceberg's commit drops equality deletes older than every live data file (table-wide).
+    removed_equality_delete_files: int = 0
+    groups: tuple[dict[str, Any], ...] = ()
+    failed_groups: tuple[dict[str, Any], ...] = ()
+    attempts: tuple[dict[str, Any], ...] = ()
+    position_deletes: dict[str, Any] | None = None
+    manifests: dict[str, int] | None = None
+    strategy: str = "binpack"
+    planned_snapshot_id: int | None = None
+    output_spec_id: int | None = None
+    options: dict[str, str] = dataclasses.field(default_factory=dict)
+    dry_run: bool = False
+    recovered_from_earlier_try: bool = False
+
+    @classmethod
+    def of(cls, args: RewriteJobArgs, **outcome: Any) -> RewriteResult:
+        """The result of running ``args``: what it was asked (table, plan, strategy, options) and ``outcome``."""
+        return cls(table=args.table, planned_snapshot_id=args.planned_snapshot_id, strategy=args.strategy,
+                   options=dict(args.options), output_spec_id=args.output_spec_id, **outcome)
+
+    @classmethod
+    def nothing_done(cls, args: RewriteJobArgs, snapshot_id: int | None, *, dry_run: bool) -> RewriteResult:
+        """A dry run, or an empty plan: the table stays at ``snapshot_id``."""
+        return cls.of(args, snapshot_id_before=snapshot_id, snapshot_id_after=snapshot_id, dry_run=dry_run)
+
+    @classmethod
+    def recovered(cls, args: RewriteJobArgs, snapshot_id_before: int | None,
+                  commits: Sequence[tuple[int, Mapping[str, str]]]) -> RewriteResult:
+        """An earlier try's commits (``(snapshot id, summary with "operation")``, oldest first), counted
+        from their snapshot summaries as the job would have reported them."""
+        def total(key: str, summaries: Sequence[Mapping[str, str]]) -> int:
+            return sum(int(summary.get(key) or 0) for summary in summaries)
+
+        summaries = [summary for _, summary in commits]
+        replaces = [summary for summary in summaries if summary.get("operation") == "replace"]
+        return cls.of(
+            args,
+            snapshot_id_before=snapshot_id_before,
+            committed_snapshot_ids=tuple(snapshot_id for snapshot_id, _ in commits),
+            snapshot_id_after=commits[-1][0] if commits else snapshot_id_before,
+            rewritten_data_files=total("deleted-data-files", replaces),
+            added_data_files=total("added-data-files", replaces),
+            rewritten_bytes=total("removed-files-size", [s for s in replaces if int(s.get("deleted-data-files") or 0)]),
+            removed_delete_files=total("removed-delete-files", replaces) - total("added-delete-files", replaces),
+            removed_equality_delete_files=total("removed-equality-delete-files", summaries),
+            recovered_from_earlier_try=True,
+        )
 
 
 # == expire ==

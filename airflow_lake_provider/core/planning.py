@@ -34,6 +34,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
+from airflow_lake_provider.core.contracts import PlanBudget, PlanGroup, PlanResult, PlanTotals
 from airflow_lake_provider.core.partitions import partition_id, partition_key, partition_values
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused, LakeSnapshotError
 
@@ -236,6 +237,38 @@ class RewriteOptions:
         return cls(**kwargs, max_files=max_files, max_bytes=max_bytes)
 
     @classmethod
+    def given(cls, overrides: Mapping[str, Any]) -> dict[str, Any]:
+        """The overrides that are set (``None`` means "not given"); an unknown name is an error."""
+        names = {f.name for f in fields(cls)}
+        unknown = sorted(set(overrides) - names)
+        if unknown:
+            raise LakeConfigError(f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
+        return {k: v for k, v in overrides.items() if v is not None}
+
+    def merged(self, **overrides: Any) -> RewriteOptions:
+        """These options with ``overrides`` in their place, every other choice kept.
+
+        How a rewrite applies what it was given to the options its plan was made with (a plan's
+        option map, read by :meth:`from_iceberg_options`). ``None`` means "not given". A new
+        target also moves the min/max file sizes that followed the old one (Iceberg's 75 % /
+        180 %) unless they are given too; sizes the plan set itself stay. An option map spells
+        out every size, so a size equal to the one derived from the old target counts as
+        derived. Not validated here: :meth:`to_iceberg_options` validates.
+        """
+        given = self.given(overrides)
+        kept = self
+        if "target_file_size_bytes" in given:
+            derived = replace(self, min_file_size_bytes=None, max_file_size_bytes=None).resolved()
+            kept = replace(
+                self,
+                min_file_size_bytes=None if self.min_file_size_bytes == derived.min_file_size_bytes
+                else self.min_file_size_bytes,
+                max_file_size_bytes=None if self.max_file_size_bytes == derived.max_file_size_bytes
+                else self.max_file_size_bytes,
+            )
+        return replace(kept, **given)
+
+    @classmethod
     def from_table_properties(cls, properties: Mapping[str, str], **overrides: Any) -> RewriteOptions:
         """Options for a table: the target defaults to its ``write.target-file-size-bytes``.
 
@@ -244,11 +277,7 @@ class RewriteOptions:
         ignored (they mean "not set"); unknown names are an error. Values are not validated
         here: call :meth:`validate`.
         """
-        names = {f.name for f in fields(cls)}
-        unknown = sorted(set(overrides) - names)
-        if unknown:
-            raise LakeConfigError(f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
-        given = {k: v for k, v in overrides.items() if v is not None}
+        given = cls.given(overrides)
         if "target_file_size_bytes" not in given:
             raw = (properties or {}).get(WRITE_TARGET_FILE_SIZE_PROPERTY)
             given["target_file_size_bytes"] = (
@@ -465,8 +494,8 @@ class RewritePlan:
     def expected_output_files(self) -> int:
         return sum(g.expected_output_files for g in self.groups)
 
-    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
-        """JSON-able (XCom) form: groups, totals, Iceberg option map, budget."""
+    def to_result(self, *, include_files: bool = True) -> PlanResult:
+        """The plan as the plan operator hands it on: groups, totals, Iceberg option map, budget."""
         delete_paths: set[str] = set()
         for g in self.groups:
             delete_paths |= g.delete_file_paths
@@ -479,20 +508,21 @@ class RewritePlan:
             skipped_by_budget=self.skipped_by_budget,
         )
 
+    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
+        """JSON-able (XCom) form: :meth:`to_result` as JSON."""
+        return self.to_result(include_files=include_files).to_json()
+
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> RewritePlan:
-        """Rebuild a plan from :meth:`to_dict` output (e.g. pulled from XCom)."""
-        budget = d.get("budget") or {}
-        options = RewriteOptions.from_iceberg_options(
-            d["options"], max_files=budget.get("max_files"), max_bytes=budget.get("max_bytes")
-        )
-        snapshot = d.get("snapshot_id")
+        """Rebuild a plan from its JSON (e.g. pulled from XCom), read through :class:`PlanResult`."""
+        plan = PlanResult.from_json(d)
         return cls(
-            table=d.get("table", ""),
-            snapshot_id=int(snapshot) if snapshot is not None else None,
-            options=options,
-            groups=tuple(FileGroup.from_dict(g) for g in d.get("groups", [])),
-            skipped_by_budget=int(d.get("skipped_by_budget", 0)),
+            table=plan.table,
+            snapshot_id=plan.snapshot_id,
+            options=RewriteOptions.from_iceberg_options(
+                plan.options, max_files=plan.budget.max_files, max_bytes=plan.budget.max_bytes),
+            groups=tuple(FileGroup.from_dict(g.to_json()) for g in plan.groups),
+            skipped_by_budget=plan.skipped_by_budget,
         )
 
 
@@ -504,29 +534,29 @@ def plan_document(
     groups: Sequence[Mapping[str, Any]],
     delete_file_count: int,
     skipped_by_budget: int,
-) -> dict[str, Any]:
-    """The plan's JSON form from group summaries (:meth:`FileGroup.to_dict` output).
+) -> PlanResult:
+    """The plan's :class:`PlanResult` from group summaries (:meth:`FileGroup.to_dict` output).
 
     Shared by :meth:`RewritePlan.to_dict` and the Spark planning job, which never holds the
     files of a whole table in one place: ``delete_file_count`` is the number of *distinct*
     delete files over all groups (one delete file may touch several groups).
     """
-    return {
-        "table": table,
-        "snapshot_id": snapshot_id,
-        "groups": [dict(g) for g in groups],
-        "totals": {
-            "groups": len(groups),
-            "files": sum(int(g["files"]) for g in groups),
-            "bytes": sum(int(g["bytes"]) for g in groups),
-            "delete_files": delete_file_count,
-            "partitions": len({partition_id(g["spec_id"], g["partition"]) for g in groups}),
-        },
-        "expected_output_files": sum(int(g["expected_output_files"]) for g in groups),
-        "options": options.to_iceberg_options(),
-        "budget": {"max_files": options.max_files, "max_bytes": options.max_bytes},
-        "skipped_by_budget": skipped_by_budget,
-    }
+    return PlanResult(
+        table=table,
+        snapshot_id=snapshot_id,
+        groups=tuple(PlanGroup.from_json(g) for g in groups),
+        totals=PlanTotals(
+            groups=len(groups),
+            files=sum(int(g["files"]) for g in groups),
+            bytes=sum(int(g["bytes"]) for g in groups),
+            delete_files=delete_file_count,
+            partitions=len({partition_id(g["spec_id"], g["partition"]) for g in groups}),
+        ),
+        expected_output_files=sum(int(g["expected_output_files"]) for g in groups),
+        options=options.to_iceberg_options(),
+        budget=PlanBudget(max_files=options.max_files, max_bytes=options.max_bytes),
+        skipped_by_budget=skipped_by_budget,
+    )
 
 
 def rewrite_partition_of(

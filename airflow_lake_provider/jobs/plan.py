@@ -1,10 +1,9 @@
 """Plan a binpack compaction in Spark: the plan PyIceberg's planner makes, from distributed metadata.
 
 For tables too large for one Airflow worker's memory (hundreds of thousands of files and
-more). Args: ``table``, ``snapshot_id`` (resolved by the operator: both engines plan the same
-snapshot), ``options`` (the Iceberg option map of :class:`RewriteOptions`), ``max_files``,
-``max_bytes``, ``include_files``, ``predicates`` (``{"inclusive", "strict"}`` Spark SQL from
-:mod:`airflow_lake_provider.core.partition_sql`, or null).
+more). Takes :class:`~airflow_lake_provider.core.contracts.SparkPlanJobArgs` and returns
+:class:`~airflow_lake_provider.core.contracts.SparkPlanJobResult` (the plan, or a count of
+``unaligned_files``).
 
 How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
 
@@ -42,7 +41,8 @@ from functools import partial
 from typing import Any
 
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.core.partitions import json_value as _json_value
+from airflow_lake_provider.core.contracts import SparkPlanJobArgs, SparkPlanJobResult
+from airflow_lake_provider.core.partitions import partition_values
 from airflow_lake_provider.core.planning import (
     DataFileInfo,
     RewriteOptions,
@@ -228,7 +228,7 @@ def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptio
         files.append(DataFileInfo(
             path=f["path"],
             spec_id=spec_id,
-            partition={name: _json_value(f["part"][name]) for name in spec_fields[spec_id]},
+            partition=partition_values(spec_fields[spec_id], (f["part"][name] for name in spec_fields[spec_id])),
             size_bytes=int(f["size"]),
             record_count=int(f["record_count"]),
             delete_file_paths=tuple(f["delete_paths"] or ()),
@@ -244,14 +244,10 @@ def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptio
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    table_name = args["table"]
-    snapshot_id = int(args["snapshot_id"])
-    options = RewriteOptions.from_iceberg_options(
-        args["options"], max_files=args.get("max_files"), max_bytes=args.get("max_bytes")
-    )
+    args = SparkPlanJobArgs.from_json(args)
+    table_name, snapshot_id, include_files = args.table, args.snapshot_id, args.include_files
+    options = RewriteOptions.from_iceberg_options(args.options, max_files=args.max_files, max_bytes=args.max_bytes)
     options.validate()
-    include_files = bool(args.get("include_files"))
-    predicates = args.get("predicates") or {}
 
     jtable = iceberg.load_table(spark, catalog, table_name)
     snapshot = jtable.snapshot(snapshot_id)
@@ -266,8 +262,9 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     spec_fields = {int(k): [str(f.name()) for f in spec.fields()] for k, spec in dict(jtable.specs()).items()}
     current_spec_id = int(jtable.spec().specId())
 
-    rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, predicates.get("inclusive"), metric_fields)
-    data = rows.where(f"content = {_DATA}").selectExpr("*", f"({predicates.get('strict') or 'true'}) AS aligned")
+    inclusive, strict = (args.predicates.inclusive, args.predicates.strict) if args.predicates else (None, "true")
+    rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, inclusive, metric_fields)
+    data = rows.where(f"content = {_DATA}").selectExpr("*", f"({strict}) AS aligned")
     if summary.get("total-delete-files", "1") != "0":  # the join costs a shuffle: skip it when there is nothing to join
         deletes = _deletes_per_data_file(rows, metric_fields=metric_fields, global_spec_ids=global_spec_ids,
                                          with_equality=with_equality)
@@ -286,17 +283,17 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     )).collect()
     unaligned = sum(count for _, count in planned)
     if unaligned:
-        return {"table": table_name, "snapshot_id": snapshot_id, "unaligned_files": unaligned}
+        return SparkPlanJobResult(unaligned_files=unaligned).to_json()
 
     # Stable sort: bins of one partition keep their packing order, as in plan_rewrite.
     groups = sorted((group for partition_groups, _ in planned for group in partition_groups), key=lambda g: g[0])
     taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g[1]["files"], g[1]["bytes"]))
     delete_paths = {path for _, _, paths in taken for path in paths}
-    return plan_document(
+    return SparkPlanJobResult(plan=plan_document(
         table=table_name,
         snapshot_id=snapshot_id,
         options=options,
         groups=[group for _, group, _ in taken],
         delete_file_count=len(delete_paths),
         skipped_by_budget=skipped,
-    )
+    )).to_json()

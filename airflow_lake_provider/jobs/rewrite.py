@@ -1,13 +1,8 @@
 """Rewrite data files (compaction) of exactly the planned partitions, and report honestly.
 
-Args (JSON): ``table``, ``planned_snapshot_id``, ``partitions`` (``[{"spec_id", "partition":
-{field: value}}]`` or null for the whole table), ``strategy`` (binpack / sort / zorder),
-``sort_order`` ("col [ASC|DESC] [NULLS FIRST|LAST], ..."), ``zorder_columns``, ``options``
-(Iceberg rewrite options; ``use-starting-sequence-number`` defaults to false here, see
-:data:`SAFE_OPTION_DEFAULTS`), ``rewrite_position_deletes`` (limited to the same partitions),
-``rewrite_manifests`` and
-``snapshot_properties`` (put on every commit, so a retried task can find its own work),
-``max_attempts`` (default 3) and ``retry_backoff_seconds`` (default 2, doubled per retry).
+Takes :class:`~airflow_lake_provider.core.contracts.RewriteJobArgs` and returns
+:class:`~airflow_lake_provider.core.contracts.RewriteResult`; their fields and defaults are
+there. ``use-starting-sequence-number`` defaults to false here, see :data:`SAFE_OPTION_DEFAULTS`.
 
 Concurrent writers: a commit that conflicts (Iceberg's ``ValidationException`` or
 ``CommitFailedException``) is retried with bounded backoff, each attempt planning the same
@@ -23,12 +18,13 @@ from __future__ import annotations
 
 import re
 import uuid
+from collections.abc import Sequence
 from typing import Any
 
+from airflow_lake_provider.core.contracts import PlannedPartition, RewriteJobArgs, RewriteResult, parse_sort_order
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
 
-_ORDER_TERM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$", re.I)
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
 
@@ -51,14 +47,14 @@ class RewriteConflict(CommitConflict):
     """Every attempt of the rewrite conflicted with another writer's commit."""
 
 
-def _partition_expression(spark, jtable, partitions: list[dict[str, Any]]):
+def _partition_expression(spark, jtable, partitions: Sequence[PlannedPartition]):
     """OR over planned partitions of AND over their fields: ``term(field) == value``."""
     exprs = spark.sparkContext._jvm.org.apache.iceberg.expressions.Expressions
     schema = jtable.schema()
     any_partition = exprs.alwaysFalse()
     for item in partitions:
-        spec = jtable.specs().get(int(item["spec_id"]))
-        values = item.get("partition") or {}
+        spec = jtable.specs().get(item.spec_id)
+        values = item.partition
         clause = exprs.alwaysTrue()
         for field in spec.fields():
             name = str(field.name())
@@ -80,25 +76,6 @@ def _partition_expression(spark, jtable, partitions: list[dict[str, Any]]):
             clause = getattr(exprs, "and")(clause, predicate)  # `and`/`or` are Python keywords
         any_partition = getattr(exprs, "or")(any_partition, clause)
     return any_partition
-
-
-def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
-    """``"col [ASC|DESC] [NULLS FIRST|LAST], ..."`` as ``(column, direction, nulls)`` terms.
-
-    Pure, so the operator checks a user's sort order before any JVM starts. Nulls default the
-    way Spark's do: first when ascending, last when descending.
-    """
-    if not text or not str(text).strip() or str(text).strip() == "None":
-        return []
-    terms = []
-    for part in str(text).split(","):
-        match = _ORDER_TERM.match(part)
-        if not match:
-            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'.")
-        direction = (match.group(2) or "ASC").upper()
-        nulls = (match.group(3) or ("FIRST" if direction == "ASC" else "LAST")).upper()
-        terms.append((match.group(1), direction, nulls))
-    return terms
 
 
 def _sort_order(spark, jtable, text: str | None):
@@ -163,11 +140,11 @@ def _group_path(spark, jtable, info) -> str:
     return iceberg.rewrite_group_namer(spark, jtable)(jtable.spec().specId(), info.partition())
 
 
-def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], expression) -> dict[str, Any]:
+def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], expression) -> dict[str, Any]:
     """One attempt, planned from the table state ``jtable`` holds; returns its groups and shortfall."""
     start = jtable.currentSnapshot()
-    options = {**SAFE_OPTION_DEFAULTS, **{str(k): str(v) for k, v in (args.get("options") or {}).items()}}
-    strategy = args.get("strategy") or "binpack"
+    options = {**SAFE_OPTION_DEFAULTS, **args.options}
+    strategy = args.strategy
     partial = options.get("partial-progress.enabled", "false").lower() == "true"
     # The planner of sort and zorder is Spark's own (package-private); binpack's is public.
     expected = (
@@ -179,10 +156,10 @@ def _rewrite_once(spark, jtable, args: dict[str, Any], props: dict[str, str], ex
     for key, value in options.items():
         action = action.option(key, value)
     if strategy == "sort":
-        order = _sort_order(spark, jtable, args.get("sort_order"))
+        order = _sort_order(spark, jtable, args.sort_order)
         action = action.sort(order) if order is not None else action.sort()
     elif strategy == "zorder":
-        action = action.zOrder(iceberg.java_string_array(spark, list(args["zorder_columns"])))
+        action = action.zOrder(iceberg.java_string_array(spark, list(args.zorder_columns)))
     if expression is not None:
         action = action.filter(expression)
     result = action.execute()
@@ -238,19 +215,18 @@ def _retrying(stage, **retry):
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    table_name = args["table"]
-    props = {str(k): str(v) for k, v in (args.get("snapshot_properties") or {}).items()}
-    props[REWRITE_ID_PROPERTY] = uuid.uuid4().hex
+    args = RewriteJobArgs.from_json(args).validate()
+    table_name = args.table
+    props = {**args.snapshot_properties, REWRITE_ID_PROPERTY: uuid.uuid4().hex}
     jtable = iceberg.load_table(spark, catalog, table_name)
     before = iceberg.current_snapshot_id(jtable)
-    planned = args.get("planned_snapshot_id")
-    if planned is not None and not iceberg.is_ancestor(spark, jtable, int(planned)):
+    planned = args.planned_snapshot_id
+    if planned is not None and not iceberg.is_ancestor(spark, jtable, planned):
         raise PlannedSnapshotGone(
             f"Planned snapshot {planned} of {table_name} is no longer the current snapshot ({before}) "
             "or one of its ancestors: the table was rolled back or the snapshot expired. Plan again."
         )
-    partitions = args.get("partitions")
-    expression = _partition_expression(spark, jtable, partitions) if partitions is not None else None
+    expression = _partition_expression(spark, jtable, args.partitions) if args.partitions is not None else None
 
     def ours() -> list[Any]:
         return [s for s in iceberg.snapshots_after(jtable, before)
@@ -258,8 +234,8 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
 
     attempts: list[dict[str, Any]] = []
     retry = {
-        "jtable": jtable, "attempts": attempts, "max_attempts": max(1, int(args.get("max_attempts") or 3)),
-        "backoff": max(0.0, float(args.get("retry_backoff_seconds", 2.0))),
+        "jtable": jtable, "attempts": attempts, "max_attempts": args.max_attempts,
+        "backoff": float(args.retry_backoff_seconds),
         "give_up": lambda: _conflict_message(table_name, attempts, [int(s.snapshotId()) for s in ours()]),
     }
     confirmed: list[dict[str, Any]] = []
@@ -291,10 +267,10 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             failed_groups.append({**group, "reason": _DROPPED})
 
     position_deletes: dict[str, int] | None = None
-    if args.get("rewrite_position_deletes"):
+    if args.rewrite_position_deletes:
         def rewrite_position_deletes():
             pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
-            for key, value in (args.get("position_delete_options") or {"rewrite-all": "true"}).items():
+            for key, value in args.position_delete_options.items():
                 pd_action = pd_action.option(str(key), str(value))
             if expression is not None:
                 # The data rewrite's partitions only: a backfill of one day leaves the other days'
@@ -311,7 +287,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         }
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None
-    if args.get("rewrite_manifests"):
+    if args.rewrite_manifests:
         rm = _retrying(
             lambda: (iceberg.with_properties(iceberg.actions(spark).rewriteManifests(jtable), props).execute(),
                      "committed", None),
@@ -322,23 +298,21 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         }
 
     commits = ours()
-    return {
-        "table": table_name,
-        "snapshot_id_before": before,
+    return RewriteResult.of(
+        args,
+        snapshot_id_before=before,
         # Only snapshots carrying this run's lake.rewrite-id: never another writer's commit.
-        "committed_snapshot_ids": [int(s.snapshotId()) for s in commits],
-        "snapshot_id_after": iceberg.current_snapshot_id(jtable),
-        "rewritten_data_files": sum(g["rewritten_data_files"] for g in kept),
-        "added_data_files": sum(g["added_data_files"] for g in kept),
-        "rewritten_bytes": sum(g["rewritten_bytes"] for g in kept),
-        "removed_delete_files": removed_delete_files,
-        # Iceberg's commit drops equality deletes older than every live data file (table-wide).
-        "removed_equality_delete_files": sum(
+        committed_snapshot_ids=tuple(int(s.snapshotId()) for s in commits),
+        snapshot_id_after=iceberg.current_snapshot_id(jtable),
+        rewritten_data_files=sum(g["rewritten_data_files"] for g in kept),
+        added_data_files=sum(g["added_data_files"] for g in kept),
+        rewritten_bytes=sum(g["rewritten_bytes"] for g in kept),
+        removed_delete_files=removed_delete_files,
+        removed_equality_delete_files=sum(
             int(iceberg.summary(s).get("removed-equality-delete-files", "0")) for s in commits),
-        "groups": kept,
-        "failed_groups": failed_groups,
-        "attempts": attempts,
-        "position_deletes": position_deletes,
-        "manifests": manifests,
-        "strategy": args.get("strategy") or "binpack",
-    }
+        groups=tuple(kept),
+        failed_groups=tuple(failed_groups),
+        attempts=tuple(attempts),
+        position_deletes=position_deletes,
+        manifests=manifests,
+    ).to_json()

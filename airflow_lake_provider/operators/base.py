@@ -82,6 +82,8 @@ class LakeMaintenanceOperator(BaseOperator):
 
     template_fields: Sequence[str] = ("table", "spark_conf")
     ui_color = "#cfe8fc"
+    #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
+    consumes_plan: bool = False
     operator_extra_links = (SparkHistoryLink(),)
 
     def __init__(

@@ -8,6 +8,9 @@ from typing import Any
 
 from airflow.sdk.bases.skipmixin import SkipMixin
 
+from airflow_lake_provider.core.contracts import (
+    PartitionPredicates, PlanResult, PlanScope, SparkPlanJobArgs, SparkPlanJobResult,
+)
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.core.partition_sql import spark_partition_predicates
@@ -52,8 +55,10 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
 
     Reads the table's current snapshot through PyIceberg, groups candidate files by partition,
     bin-packs them and keeps the groups worth rewriting. Returns the plan as the XCom
-    ``return_value``: ``{table, snapshot_id, groups, totals, expected_output_files, options}``.
-    When there is nothing to do, the downstream rewrite tasks are skipped.
+    ``return_value``: :class:`~airflow_lake_provider.core.contracts.PlanResult` as JSON
+    (``{table, snapshot_id, groups, totals, expected_output_files, options, budget,
+    skipped_by_budget, engine, scope}``, docs/operators/plan.md). When there is nothing to do,
+    the downstream tasks that consume the plan (``consumes_plan``, e.g. the rewrite) are skipped.
 
     :param target_file_size_bytes: default: the table's ``write.target-file-size-bytes``.
     :param min_file_size_bytes: files below are candidates (default 75% of target).
@@ -202,22 +207,23 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.log.info("engine=auto: %s data files, %s manifests -> %s.", data_files, manifests, engine)
         return engine
 
-    def plan_with_spark(self, table, options: RewriteOptions, row_filter: str | None) -> dict[str, Any] | None:
+    def plan_with_spark(self, table, options: RewriteOptions, row_filter: str | None) -> PlanResult | None:
         """The plan from the ``plan`` Spark job; ``None`` when the filter needs PyIceberg's metrics."""
         predicates = spark_partition_predicates(table, parse_partition_filter(table, row_filter))
-        result = self.run_job("plan", {
-            "table": self.table_identifier.dotted,
-            "snapshot_id": table.current_snapshot().snapshot_id,
-            "options": options.to_iceberg_options(),
-            "max_files": options.max_files,
-            "max_bytes": options.max_bytes,
-            "include_files": self.include_file_paths,
-            "predicates": predicates,
-        })
-        if "unaligned_files" not in result:
-            return result
+        args = SparkPlanJobArgs(
+            table=self.table_identifier.dotted,
+            snapshot_id=table.current_snapshot().snapshot_id,
+            options=options.to_iceberg_options(),
+            max_files=options.max_files,
+            max_bytes=options.max_bytes,
+            include_files=self.include_file_paths,
+            predicates=PartitionPredicates(**predicates) if predicates else None,
+        ).validate()
+        result = SparkPlanJobResult.from_json(self.run_job("plan", args.to_json()))
+        if result.plan is not None:
+            return result.plan
         message = (f"partition_filter {row_filter!r} selects only part of the partitions of "
-                   f"{result['unaligned_files']} files: which of them it keeps depends on column metrics")
+                   f"{result.unaligned_files} files: which of them it keeps depends on column metrics")
         if self.engine == "spark":
             raise LakeConfigError(f"{message}, which only engine='pyiceberg' reads. Use it, or a filter on "
                                   "partition boundaries.")
@@ -229,13 +235,14 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         return None
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self.coerce_rendered_fields()
         try:
-            return self.make_plan(context)
+            return self.make_plan(context).to_json()
         except LakePlanRefused as refusal:
             context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value=str(refusal))
             raise
 
-    def make_plan(self, context: Any) -> dict[str, Any]:
+    def make_plan(self, context: Any) -> PlanResult:
         table = self.load_table()
         engine = self.resolve_engine(table)
         options = self.rewrite_options(dict(table.properties))
@@ -248,22 +255,17 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             engine = "pyiceberg"
             plan = plan_table(
                 table, options, partition_filter=row_filter, table_name=self.table_identifier.dotted
-            ).to_dict(include_files=self.include_file_paths)
-        plan["engine"] = engine
-        plan["scope"] = {"interval_filter": scoped, "partition_filter": self.partition_filter or None}
-        totals = plan["totals"]
+            ).to_result(include_files=self.include_file_paths)
+        plan = plan.replace(engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter))
+        totals = plan.totals
         self.log.info(
             "Plan (%s) for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",
-            engine, plan["table"], plan["snapshot_id"], totals["groups"], totals["files"], totals["bytes"],
-            plan["expected_output_files"],
+            engine, plan.table, plan.snapshot_id, totals.groups, totals.files, totals.bytes, plan.expected_output_files,
         )
-        if totals["groups"] == 0 and self.skip_rewrite_when_empty and self.has_dag():  # outside a DAG: nothing to skip
-            from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-
-            rewrites = [t for t in self.get_direct_relatives(upstream=False)
-                        if isinstance(t, IcebergRewriteDataFilesOperator)]
-            if rewrites:
-                self.log.info("Nothing to compact: skipping %s.", ", ".join(t.task_id for t in rewrites))
-                context["ti"].xcom_push(key="return_value", value=plan)
-                self.skip(ti=context["ti"], tasks=rewrites)
+        if plan.is_empty and self.skip_rewrite_when_empty and self.has_dag():  # outside a DAG: nothing to skip
+            consumers = [t for t in self.get_direct_relatives(upstream=False) if getattr(t, "consumes_plan", False)]
+            if consumers:
+                self.log.info("Nothing to compact: skipping %s.", ", ".join(t.task_id for t in consumers))
+                context["ti"].xcom_push(key="return_value", value=plan.to_json())
+                self.skip(ti=context["ti"], tasks=consumers)
         return plan

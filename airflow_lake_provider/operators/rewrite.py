@@ -5,15 +5,13 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.jobs.rewrite import parse_sort_order
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator, commit_retry_settings, run_properties
+from airflow_lake_provider.core.contracts import STRATEGIES, PlannedPartition, PlanResult, RewriteJobArgs, RewriteResult
 from airflow_lake_provider.core.planning import RewriteOptions
-from airflow_lake_provider.core.snapshots import (
-    commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
-)
+from airflow_lake_provider.core.snapshots import commits_tagged, has_equality_deletes, require_in_lineage, table_state
+from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 
-STRATEGIES = ("binpack", "sort", "zorder")
+__all__ = ["STRATEGIES", "IcebergRewriteDataFilesOperator"]
 
 
 class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
@@ -25,13 +23,17 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     ``airflow.map-index``); a retried task that finds its own commit returns that result instead
     of rewriting again.
 
-    Returns ``{table, snapshot_id_before, committed_snapshot_ids, snapshot_id_after,
-    rewritten_data_files, added_data_files, rewritten_bytes, removed_delete_files, failed_groups, ...}``.
+    Returns :class:`~airflow_lake_provider.core.contracts.RewriteResult` as JSON: ``{table,
+    snapshot_id_before, committed_snapshot_ids, snapshot_id_after, rewritten_data_files,
+    added_data_files, rewritten_bytes, removed_delete_files, failed_groups, ...}``
+    (docs/operators/rewrite.md).
     A group whose commit Iceberg dropped under partial progress is listed in ``failed_groups``
     and fails the task (``fail_on_dropped_groups``), so success never covers lost work.
 
     :param plan: the planning task's result (templated, typically ``plan_task.output``). Without
-        one, the whole table is rewritten with the options given here.
+        one, the whole table is rewritten with the options given here. With one, the rewrite runs
+        with the plan's options, and the sizes given here replace only themselves (see
+        :meth:`~airflow_lake_provider.core.planning.RewriteOptions.merged`).
     :param strategy: ``binpack``, ``sort`` (``sort_order``, default the table's) or ``zorder`` (``zorder_columns``).
     :param partial_progress: commit file groups in several commits (``partial-progress.enabled``).
     :param max_commits: ``partial-progress.max-commits``.
@@ -57,6 +59,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         (capped at 30 s).
     """
 
+    consumes_plan = True
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "plan", "strategy", "sort_order", "zorder_columns", "target_file_size_bytes", "min_file_size_bytes",
@@ -86,8 +89,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         options: dict[str, Any] | None = None,
         fail_on_dropped_groups: bool = True,
         dry_run: bool = False,
-        max_commit_attempts: int = 3,
-        commit_retry_backoff_seconds: float = 2.0,
+        max_commit_attempts: int = RewriteJobArgs.max_attempts,
+        commit_retry_backoff_seconds: float = RewriteJobArgs.retry_backoff_seconds,
         require_plan: bool = False,
         plan_refusal: str | None = None,
         **kwargs: Any,
@@ -116,77 +119,51 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.plan_refusal = plan_refusal
 
     # -- validation (no JVM) ------------------------------------------------------------------
-    def _plan(self) -> dict[str, Any] | None:
-        if self.plan_refusal not in (None, "", "None"):
+    def read_plan(self) -> PlanResult | None:
+        """The planning task's result, read through :class:`PlanResult`; ``None``: no plan, the whole table."""
+        if self.plan_refusal:
             from airflow.sdk.exceptions import AirflowSkipException
 
             raise AirflowSkipException(f"Not rewriting: the plan was refused. {self.plan_refusal}")
-        plan = self.plan
-        if plan in (None, "", "None"):
+        if self.plan is None:
             if self.require_plan:
                 raise LakeConfigError(
                     "No plan arrived from the planning task (it failed, or its result was cleared): not rewriting "
                     "the whole table without one. The plan task's log says why."
                 )
             return None
-        if not isinstance(plan, dict) or "snapshot_id" not in plan or "groups" not in plan:
+        if "snapshot_id" not in self.plan or "groups" not in self.plan:
             raise LakeConfigError(
                 "plan must be the planning task's result (a dict with 'snapshot_id' and 'groups'); "
-                f"got {type(plan).__name__}. Pass plan_task.output."
+                f"got keys {sorted(self.plan)}. Pass plan_task.output."
             )
-        if plan.get("table") and plan["table"] != self.table_identifier.dotted:
-            raise LakeConfigError(f"The plan is for table {plan['table']!r}, not {self.table_identifier.dotted!r}.")
+        plan = PlanResult.from_json(self.plan)
+        if plan.table and plan.table != self.table_identifier.dotted:
+            raise LakeConfigError(f"The plan is for table {plan.table!r}, not {self.table_identifier.dotted!r}.")
         return plan
 
-    def iceberg_options(
-        self, table_properties: dict[str, str], plan: dict[str, Any] | None, table_columns: Sequence[str]
-    ) -> dict[str, str]:
-        if self.strategy not in STRATEGIES:
-            raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
-        if isinstance(self.zorder_columns, str):  # a rendered template, or "a, b" typed by hand
-            self.zorder_columns = [c.strip() for c in self.zorder_columns.strip("[]").replace("'", "").split(",") if c.strip()]
-        if self.strategy == "zorder" and not self.zorder_columns:
-            raise LakeConfigError("strategy 'zorder' needs zorder_columns, e.g. ['event_id', 'amount'].")
-        if self.strategy == "sort":
-            try:
-                terms = parse_sort_order(self.sort_order)
-            except ValueError as error:
-                raise LakeConfigError(f"sort_order {self.sort_order!r}: {error}") from None
-            unknown = [column for column, _, _ in terms if column not in table_columns]
-            if unknown:
-                raise LakeConfigError(f"sort_order names columns the table does not have: {', '.join(unknown)}.")
-        if self.strategy == "zorder":
-            unknown = [column for column in self.zorder_columns if column not in table_columns]
-            if unknown:
-                raise LakeConfigError(f"zorder_columns names columns the table does not have: {', '.join(unknown)}.")
-        sizes = {
-            "target_file_size_bytes": self.target_file_size_bytes,
-            "min_file_size_bytes": self.min_file_size_bytes,
-            "max_file_size_bytes": self.max_file_size_bytes,
-            "min_input_files": self.min_input_files,
-        }
-        sizes = {k: v for k, v in sizes.items() if v is not None}
-        if plan:
-            options = dict(plan.get("options") or {})
-            if sizes:
-                options.update(RewriteOptions.from_table_properties(table_properties, **sizes).to_iceberg_options())
-        else:
-            rewrite_options = RewriteOptions.from_table_properties(table_properties, **sizes)
-            rewrite_options.validate()
-            options = rewrite_options.to_iceberg_options()
-        for name, value in (("max_commits", self.max_commits),
-                            ("max_concurrent_file_group_rewrites", self.max_concurrent_file_group_rewrites)):
-            if value is not None and (isinstance(value, bool) or not isinstance(value, int) or value < 1):
-                raise LakeConfigError(f"{name} must be a whole number >= 1; got {value!r}.")
-        options["partial-progress.enabled"] = str(bool(self.partial_progress)).lower()
+    def iceberg_options(self, table, plan: PlanResult | None) -> dict[str, str]:
+        """The Iceberg options the rewrite runs with: the plan's thresholds (the table's without a plan)
+        with the sizes given here (:meth:`RewriteOptions.merged`), the rewrite's own options, then
+        ``options`` as given, and ``output-spec-id`` made explicit."""
+        planned = (RewriteOptions.from_iceberg_options(plan.options) if plan is not None and plan.options
+                   else RewriteOptions.from_table_properties(dict(table.properties)))
+        thresholds = planned.merged(
+            target_file_size_bytes=self.target_file_size_bytes,
+            min_file_size_bytes=self.min_file_size_bytes,
+            max_file_size_bytes=self.max_file_size_bytes,
+            min_input_files=self.min_input_files,
+        )
+        options = {**(plan.options if plan is not None else {}), **thresholds.to_iceberg_options()}
+        options["partial-progress.enabled"] = _iceberg_bool(self.partial_progress)
         if self.max_commits is not None:
             options["partial-progress.max-commits"] = str(self.max_commits)
         if self.use_starting_sequence_number is not None:
-            options["use-starting-sequence-number"] = str(bool(self.use_starting_sequence_number)).lower()
+            options["use-starting-sequence-number"] = _iceberg_bool(self.use_starting_sequence_number)
         if self.max_concurrent_file_group_rewrites is not None:
             options["max-concurrent-file-group-rewrites"] = str(self.max_concurrent_file_group_rewrites)
         options.update({str(k): str(v) for k, v in (self.options or {}).items()})
-        return options
+        return self.with_output_spec(table, options)
 
     def with_output_spec(self, table, options: dict[str, str]) -> dict[str, str]:
         """``options`` with ``output-spec-id`` made explicit: the current spec unless one is given.
@@ -209,17 +186,37 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             )
         return {**options, "output-spec-id": str(spec_id)}
 
-    def retry_settings(self) -> dict[str, Any]:
-        return commit_retry_settings(self.max_commit_attempts, self.commit_retry_backoff_seconds)
+    def planned_partitions(self, table, plan: PlanResult | None) -> tuple[PlannedPartition, ...] | None:
+        """The partitions of the plan's groups, once each; ``None`` (no plan, or older specs): the whole table."""
+        if plan is None:
+            return None
+        unique = {(g.spec_id, repr(sorted(g.partition.items()))): PlannedPartition(g.spec_id, g.partition)
+                  for g in plan.groups}
+        if len(table.specs()) > 1 and any(all(v is None for v in p.partition.values()) for p in unique.values()):
+            # Iceberg groups files of older partition specs under the current spec's all-null
+            # partition; no partition predicate selects them, so this rewrite covers the table.
+            self.log.info("The plan holds files of an older partition spec: rewriting without a partition filter.")
+            return None
+        return tuple(unique.values())
 
-    # -- running ------------------------------------------------------------------------------
-    def execute(self, context: Any) -> dict[str, Any]:
-        plan = self._plan()
-        table = self.load_table()
-        name = self.table_identifier.dotted
-        options = self.iceberg_options(dict(table.properties), plan, [f.name for f in table.schema().fields])
-        options = self.with_output_spec(table, options)
-        if options.get("remove-dangling-deletes", "false").lower() == "true" and has_equality_deletes(table):
+    def job_args(self, table, plan: PlanResult | None, snapshot_properties: dict[str, str]) -> RewriteJobArgs:
+        """The ``rewrite`` job's arguments, checked against the table (no JVM)."""
+        args = RewriteJobArgs(
+            table=self.table_identifier.dotted,
+            planned_snapshot_id=plan.snapshot_id if plan is not None else None,
+            partitions=self.planned_partitions(table, plan),
+            strategy=self.strategy,
+            sort_order=self.sort_order,
+            zorder_columns=tuple(self.zorder_columns or ()),
+            options=self.iceberg_options(table, plan),
+            rewrite_position_deletes=self.rewrite_position_deletes,
+            rewrite_manifests=self.rewrite_manifests,
+            snapshot_properties=snapshot_properties,
+            max_attempts=self.max_commit_attempts,
+            retry_backoff_seconds=self.commit_retry_backoff_seconds,
+        ).validate()
+        args.check_columns([f.name for f in table.schema().fields])
+        if args.options.get("remove-dangling-deletes", "false").lower() == "true" and has_equality_deletes(table):
             # Reproduced with Iceberg 1.10.2 (docs/safety.md): rows deleted by a global equality delete came back.
             raise LakeConfigError(
                 "remove-dangling-deletes=true on a table with equality delete files would bring deleted rows back: "
@@ -228,111 +225,71 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
                 "partitioned spec. Leave the option off: the rewrite's own commit already drops delete files older "
                 "than every live data file."
             )
-        retry = self.retry_settings()
+        return args
+
+    # -- running ------------------------------------------------------------------------------
+    def execute(self, context: Any) -> dict[str, Any]:
+        self.coerce_rendered_fields()
+        plan = self.read_plan()
+        table = self.load_table()
+        name = self.table_identifier.dotted
+        if plan is not None and plan.snapshot_id is not None:
+            require_in_lineage(table, plan.snapshot_id, table_name=name)
+        args = self.job_args(table, plan, run_properties(context))
         before = table_state(table)
-        planned_snapshot = plan["snapshot_id"] if plan else None
-        if planned_snapshot is not None:
-            require_in_lineage(table, int(planned_snapshot), table_name=name)
-        if self.dry_run or (plan is not None and not plan["groups"]):
+        if self.dry_run or (plan is not None and plan.is_empty):
             self.log.info("Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite.")
-            current = table.current_snapshot()
             self.log_summary(before, "dry run, nothing rewritten" if self.dry_run else "nothing to rewrite",
                              changed=False)
-            return self._result(name, current, [], current, {"dry_run": bool(self.dry_run), "options": options})
+            current = table.current_snapshot()
+            return RewriteResult.nothing_done(args, current.snapshot_id if current else None, dry_run=self.dry_run).to_json()
 
-        tags = run_properties(context)
-        earlier = commits_tagged(table, tags, after=planned_snapshot)
+        earlier = commits_tagged(table, args.snapshot_properties, after=args.planned_snapshot_id)
         if earlier:
             self.log.info("Found this task's own commits from an earlier try (%s): not rewriting again.",
                           [s.snapshot_id for s in earlier])
-            recovered = self._recovered(name, table, planned_snapshot, earlier)
-            self.log_summary(before, f"an earlier try already committed {recovered['committed_snapshot_ids']}",
+            recovered = self._recovered(table, args, earlier)
+            self.log_summary(before, f"an earlier try already committed {list(recovered.committed_snapshot_ids)}",
                              changed=False)
-            return recovered
+            return recovered.to_json()
 
-        partitions = None
-        if plan is not None:
-            unique = {(g["spec_id"], repr(sorted(g["partition"].items()))): g for g in plan["groups"]}
-            partitions = [{"spec_id": g["spec_id"], "partition": g["partition"]} for g in unique.values()]
-            if len(table.specs()) > 1 and any(all(v is None for v in p["partition"].values()) for p in partitions):
-                # Iceberg groups files of older partition specs under the current spec's all-null
-                # partition; no partition predicate selects them, so this rewrite covers the table.
-                self.log.info("The plan holds files of an older partition spec: rewriting without a partition filter.")
-                partitions = None
-        result = self.run_job(
-            "rewrite",
-            {
-                "table": name,
-                "planned_snapshot_id": planned_snapshot,
-                "partitions": partitions,
-                "strategy": self.strategy,
-                "sort_order": self.sort_order,
-                "zorder_columns": list(self.zorder_columns or []),
-                "options": options,
-                "rewrite_position_deletes": bool(self.rewrite_position_deletes),
-                "rewrite_manifests": bool(self.rewrite_manifests),
-                "snapshot_properties": tags,
-                **retry,
-            },
-        )
-        result["planned_snapshot_id"] = planned_snapshot
-        result["output_spec_id"] = int(options["output-spec-id"])
+        result = RewriteResult.from_json(self.run_job("rewrite", args.to_json()))
         self.log.info(
             "Rewrote %s data files (%s bytes) into %s; removed %s delete files; commits %s; snapshot %s -> %s.",
-            result["rewritten_data_files"], result["rewritten_bytes"], result["added_data_files"],
-            result["removed_delete_files"], result["committed_snapshot_ids"], result["snapshot_id_before"],
-            result["snapshot_id_after"],
+            result.rewritten_data_files, result.rewritten_bytes, result.added_data_files, result.removed_delete_files,
+            list(result.committed_snapshot_ids), result.snapshot_id_before, result.snapshot_id_after,
         )
-        conflicts = [a for a in result.get("attempts") or [] if a["outcome"] == "conflict" or a["detail"]]
+        conflicts = [a for a in result.attempts if a["outcome"] == "conflict" or a["detail"]]
         if conflicts:
             self.log.warning("The rewrite met concurrent commits and tried again: %s", conflicts)
-        if result["failed_groups"]:
-            detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result["failed_groups"])
+        if result.failed_groups:
+            detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result.failed_groups)
             message = (
-                f"{len(result['failed_groups'])} file groups of {name} were not committed ({detail}). "
+                f"{len(result.failed_groups)} file groups of {name} were not committed ({detail}). "
                 "Another writer changed the same files; the committed groups are kept. Re-run to plan the rest, "
                 "narrow partition_filter, or schedule compaction away from the writer."
             )
             if self.fail_on_dropped_groups:
-                from airflow_lake_provider.exceptions import LakeJobError
-
-                context["ti"].xcom_push(key="partial_result", value=result)
+                context["ti"].xcom_push(key="partial_result", value=result.to_json())
                 raise LakeJobError(message, job="rewrite")
             self.log.warning("%s", message)
         self.log_summary(before, (
-            f"rewrote {result['rewritten_data_files']:,} data files ({result['rewritten_bytes']:,} bytes) into "
-            f"{result['added_data_files']:,}, removed {result['removed_delete_files']:,} delete files, "
-            f"{len(result['committed_snapshot_ids'])} commits"))
-        return result
+            f"rewrote {result.rewritten_data_files:,} data files ({result.rewritten_bytes:,} bytes) into "
+            f"{result.added_data_files:,}, removed {result.removed_delete_files:,} delete files, "
+            f"{len(result.committed_snapshot_ids)} commits"))
+        return result.to_json()
 
     @staticmethod
-    def _result(name, before, commits, after, extra: dict[str, Any]) -> dict[str, Any]:
-        return {
-            "table": name,
-            "snapshot_id_before": before.snapshot_id if before else None,
-            "committed_snapshot_ids": [s.snapshot_id for s in commits],
-            "snapshot_id_after": after.snapshot_id if after else None,
-            "rewritten_data_files": 0,
-            "added_data_files": 0,
-            "rewritten_bytes": 0,
-            "removed_delete_files": 0,
-            "failed_groups": [],
-            **extra,
-        }
-
-    def _recovered(self, name: str, table, planned: int | None, commits: list[Any]) -> dict[str, Any]:
-        replaces = [s for s in commits if s.summary and s.summary.operation.value == "replace"]
-        before = table.snapshot_by_id(commits[0].parent_snapshot_id) if commits[0].parent_snapshot_id else None
-        return self._result(
-            name, before, commits, commits[-1],
-            {
-                "rewritten_data_files": sum(summary_int(s, "deleted-data-files") for s in replaces),
-                "added_data_files": sum(summary_int(s, "added-data-files") for s in replaces),
-                "rewritten_bytes": sum(summary_int(s, "removed-files-size") for s in replaces
-                                       if summary_int(s, "deleted-data-files")),
-                "removed_delete_files": sum(summary_int(s, "removed-delete-files") - summary_int(s, "added-delete-files")
-                                            for s in replaces),
-                "planned_snapshot_id": planned,
-                "recovered_from_earlier_try": True,
-            },
+    def _recovered(table, args: RewriteJobArgs, commits: list[Any]) -> RewriteResult:
+        """The result of an earlier try's ``commits`` (PyIceberg snapshots, oldest first), from their summaries."""
+        parent = commits[0].parent_snapshot_id
+        before = table.snapshot_by_id(parent) if parent is not None else None
+        return RewriteResult.recovered(
+            args, before.snapshot_id if before is not None else None,
+            [(s.snapshot_id, {"operation": s.summary.operation.value, **s.summary.additional_properties}
+              if s.summary is not None else {}) for s in commits],
         )
+
+
+def _iceberg_bool(value: bool) -> str:
+    return "true" if value else "false"
