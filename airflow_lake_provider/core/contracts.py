@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import dataclasses
 import re
+import types
 import typing
 from collections.abc import Mapping, Sequence
 from functools import cache
@@ -85,6 +86,11 @@ def _from_json(value: Any, annotation: Any) -> Any:
         if isinstance(candidate, type) and issubclass(candidate, Contract) and isinstance(value, Mapping):
             return candidate.from_json(value)
     origin = typing.get_origin(annotation)
+    if origin in (typing.Union, types.UnionType):  # ``tuple[X, ...] | None`` and the like
+        for candidate in typing.get_args(annotation):
+            if typing.get_origin(candidate) in (list, tuple) and isinstance(value, (list, tuple)):
+                return _from_json(value, candidate)
+        return value
     if origin in (list, tuple) and isinstance(value, (list, tuple)):
         item = (typing.get_args(annotation) or (None,))[0]
         items = [_from_json(v, item) for v in value]
@@ -300,8 +306,7 @@ class RewriteJobArgs(Contract):
     retry_backoff_seconds: float = 2.0
 
     def __post_init__(self) -> None:
-        # Contract.from_json builds nested contracts inside ``X | None`` but not inside
-        # ``tuple[X, ...] | None``: the partitions are read here, from JSON or as given.
+        # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
         if self.partitions is not None:
             object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
 

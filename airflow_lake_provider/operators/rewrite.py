@@ -7,7 +7,10 @@ from typing import Any
 
 from airflow_lake_provider.core.contracts import STRATEGIES, PlannedPartition, PlanResult, RewriteJobArgs, RewriteResult
 from airflow_lake_provider.core.planning import RewriteOptions
-from airflow_lake_provider.core.snapshots import commits_tagged, has_equality_deletes, require_in_lineage, table_state
+from airflow_lake_provider.core.partitions import partition_id
+from airflow_lake_provider.core.snapshots import (
+    commits_tagged, has_equality_deletes, parent_of, require_in_lineage, table_state,
+)
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 
@@ -190,7 +193,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         """The partitions of the plan's groups, once each; ``None`` (no plan, or older specs): the whole table."""
         if plan is None:
             return None
-        unique = {(g.spec_id, repr(sorted(g.partition.items()))): PlannedPartition(g.spec_id, g.partition)
+        unique = {partition_id(g.spec_id, g.partition): PlannedPartition(g.spec_id, g.partition)
                   for g in plan.groups}
         if len(table.specs()) > 1 and any(all(v is None for v in p.partition.values()) for p in unique.values()):
             # Iceberg groups files of older partition specs under the current spec's all-null
@@ -282,8 +285,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     @staticmethod
     def _recovered(table, args: RewriteJobArgs, commits: list[Any]) -> RewriteResult:
         """The result of an earlier try's ``commits`` (PyIceberg snapshots, oldest first), from their summaries."""
-        parent = commits[0].parent_snapshot_id
-        before = table.snapshot_by_id(parent) if parent is not None else None
+        before = parent_of(table, commits[0])
         return RewriteResult.recovered(
             args, before.snapshot_id if before is not None else None,
             [(s.snapshot_id, {"operation": s.summary.operation.value, **s.summary.additional_properties}
