@@ -21,6 +21,7 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig, is_s3_location
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
+from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
@@ -49,24 +50,7 @@ def _json_object(value: Any, field: str) -> dict[str, Any]:
 
 
 def _json_list(value: Any, field: str) -> list[str]:
-    if value in (None, ""):
-        return []
-    if isinstance(value, str):
-        value = json.loads(value) if value.strip().startswith("[") else [v.strip() for v in value.split(",") if v.strip()]
-    if not isinstance(value, list) or not all(isinstance(v, str) for v in value):
-        raise LakeConfigError(f"Connection field {field!r} must be a list of strings.")
-    return value
-
-
-def _json_flag(value: Any, field: str) -> bool:
-    if isinstance(value, bool):
-        return value
-    text = "" if value is None else str(value).strip().lower()
-    if text in ("", "false", "0", "no"):
-        return False
-    if text in ("true", "1", "yes"):
-        return True
-    raise LakeConfigError(f"Connection field {field!r} must be true or false; got {value!r}.")
+    return [] if is_none(value) else string_list(value, f"Connection field {field!r}")
 
 
 class IcebergLakeHook(BaseHook):
@@ -208,7 +192,7 @@ class IcebergLakeHook(BaseHook):
     @property
     def iceberg_runtime_provided(self) -> bool:
         """The connection's ``iceberg_runtime_provided`` extra: the cluster's image has Iceberg's runtime."""
-        return _json_flag(self._extra.get("iceberg_runtime_provided"), "iceberg_runtime_provided")
+        return flag(self._extra.get("iceberg_runtime_provided"), "Connection field 'iceberg_runtime_provided'")
 
     def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None) -> list[str]:
         """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A.

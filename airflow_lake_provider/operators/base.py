@@ -2,13 +2,14 @@
 
 from __future__ import annotations
 
-import json
+import typing
 from collections.abc import Sequence
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
+from airflow_lake_provider.core.coercion import coerce_attributes, flag, snapshot_ids
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
@@ -31,40 +32,9 @@ def run_properties(context: Any) -> dict[str, str]:
     }
 
 
-def snapshot_ids_from(value: Any) -> list[int]:
-    """Snapshot IDs from what upstream tasks hand over: ints, strings, lists, or step results.
-
-    A step result (dict) contributes the snapshots its outcome still needs: the state it acted on
-    or left (``snapshot_id``, ``snapshot_id_after``) and its newest own commit (the last of
-    ``committed_snapshot_ids``, oldest first), by which a retried task recognises its work
-    (``commits_tagged``). Its earlier commits are intermediate states no step reads: the rewrite's
-    data commit, made before its position-delete commit, still references every old delete file,
-    and protecting it would keep them all on storage until the next run.
-    """
-    if value is None or value == "" or value == "None":
-        return []
-    if isinstance(value, bool):
-        raise LakeConfigError(f"{value!r} is not a snapshot ID.")
-    if isinstance(value, int):
-        return [value]
-    if isinstance(value, str):
-        text = value.strip()
-        if text.startswith(("[", "{")):
-            try:
-                return snapshot_ids_from(json.loads(text))
-            except json.JSONDecodeError:
-                raise LakeConfigError(f"Cannot read snapshot IDs from {value!r}.") from None
-        if text.lstrip("-").isdigit():
-            return [int(text)]
-        raise LakeConfigError(f"{value!r} is not a snapshot ID (a 64-bit integer).")
-    if isinstance(value, dict):
-        ids: list[int] = []
-        for key in ("snapshot_id", "snapshot_id_after"):
-            ids += snapshot_ids_from(value.get(key))
-        return ids + snapshot_ids_from(value.get("committed_snapshot_ids"))[-1:]
-    if isinstance(value, Sequence):
-        return [sid for item in value for sid in snapshot_ids_from(item)]
-    raise LakeConfigError(f"Cannot read snapshot IDs from a {type(value).__name__}.")
+# Kept for DAGs that import it from here; the one implementation is core.coercion.snapshot_ids.
+snapshot_ids_from = snapshot_ids
+flag_from = flag  # transitional: operators move to coerce_rendered_fields()
 
 
 def commit_retry_settings(max_commit_attempts: Any, commit_retry_backoff_seconds: Any) -> dict[str, Any]:
@@ -82,16 +52,15 @@ def commit_retry_settings(max_commit_attempts: Any, commit_retry_backoff_seconds
     return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
 
 
-def flag_from(value: Any, what: str) -> bool:
-    """A yes/no switch from what a DAG author or a rendered template gives (bool, "true"/"false", empty)."""
-    if isinstance(value, bool):
-        return value
-    text = "" if value is None else str(value).strip().lower()
-    if text in ("", "none", "false", "0", "no"):
-        return False
-    if text in ("true", "1", "yes"):
-        return True
-    raise LakeConfigError(f"{what} must be true or false; got {value!r}.")
+@cache
+def init_type_hints(cls: type) -> dict[str, typing.Any]:
+    """The ``__init__`` parameter annotations of ``cls`` and of its bases in this package, resolved."""
+    hints: dict[str, typing.Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
+            hints.update(typing.get_type_hints(klass.__init__))
+    hints.pop("return", None)
+    return hints
 
 
 class LakeMaintenanceOperator(BaseOperator):
@@ -143,6 +112,14 @@ class LakeMaintenanceOperator(BaseOperator):
         self.iceberg_runtime_provided = iceberg_runtime_provided
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
+
+    def coerce_rendered_fields(self) -> None:
+        """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
+
+        The one place rendered text is read (:mod:`airflow_lake_provider.core.coercion`): a
+        templated ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
+        """
+        coerce_attributes(self, self.template_fields, init_type_hints(type(self)))
 
     @cached_property
     def lake_hook(self) -> IcebergLakeHook:

@@ -1,0 +1,209 @@
+"""The one place where rendered values become typed values.
+
+Airflow renders templated fields to text unless the DAG renders native objects, and the params
+form, the REST API and ``dag.test()`` each hand over their own spellings: ``"None"`` for a
+missing value, ``"False"`` for a switch, ``"['a', 'b']"`` for a list. Every operator coerces its
+templated fields here, by the type annotation of its ``__init__`` parameter, before it reads
+them (``LakeMaintenanceOperator.coerce_rendered_fields``); nothing else parses rendered text.
+
+Pure: no Airflow, no Spark. Errors are :class:`LakeConfigError` sentences naming the field.
+"""
+
+from __future__ import annotations
+
+import ast
+import json
+import types
+import typing
+from collections.abc import Mapping, Sequence
+from typing import Any, NewType, Union
+
+from airflow_lake_provider.exceptions import LakeConfigError
+
+#: Snapshot IDs handed over by upstream tasks: an ID, a list of IDs, or step results (see :func:`snapshot_ids`).
+SnapshotIds = NewType("SnapshotIds", list)
+
+#: Texts that mean "no value" for an optional field: what Jinja renders for None, and empty input.
+NONE_TEXTS = frozenset({"", "none", "null"})
+_TRUE_TEXTS = frozenset({"true", "1", "yes", "on"})
+_FALSE_TEXTS = frozenset({"false", "0", "no", "off"})
+
+
+def is_none(value: Any) -> bool:
+    """``None``, or a text that stands for it (``""``, ``"None"``, ``"null"``)."""
+    return value is None or (isinstance(value, str) and value.strip().lower() in NONE_TEXTS)
+
+
+def flag(value: Any, what: str) -> bool:
+    """A yes/no switch: a bool, or ``true``/``false``/``1``/``0``/``yes``/``no`` in any case.
+
+    A missing value (``None``, ``""``, ``"None"``) is false: an unset switch is off.
+    """
+    if isinstance(value, bool):
+        return value
+    if is_none(value):
+        return False
+    if isinstance(value, int) and value in (0, 1):
+        return bool(value)
+    text = str(value).strip().lower()
+    if text in _TRUE_TEXTS:
+        return True
+    if text in _FALSE_TEXTS:
+        return False
+    raise LakeConfigError(f"{what} must be true or false; got {value!r}.")
+
+
+def whole_number(value: Any, what: str, *, minimum: int | None = None, maximum: int | None = None) -> int:
+    """An integer from an int or its text (``"5"``, ``"5.0"``); a bool or a fraction is refused."""
+    number = value
+    if isinstance(value, str):
+        text = value.strip().replace("_", "")
+        try:
+            number = int(text)
+        except ValueError:
+            try:
+                as_float = float(text)
+            except ValueError:
+                raise LakeConfigError(f"{what} must be a whole number; got {value!r}.") from None
+            number = int(as_float) if as_float.is_integer() else as_float
+    elif isinstance(value, float) and value.is_integer():
+        number = int(value)
+    if isinstance(number, bool) or not isinstance(number, int):
+        raise LakeConfigError(f"{what} must be a whole number; got {value!r}.")
+    if (minimum is not None and number < minimum) or (maximum is not None and number > maximum):
+        bounds = (f"from {minimum} to {maximum}" if minimum is not None and maximum is not None
+                  else f">= {minimum}" if minimum is not None else f"<= {maximum}")
+        raise LakeConfigError(f"{what} must be a whole number {bounds}; got {value!r}.")
+    return number
+
+
+def number(value: Any, what: str) -> float:
+    """A number (int or float) from a number or its text."""
+    if isinstance(value, bool):
+        raise LakeConfigError(f"{what} must be a number; got {value!r}.")
+    if isinstance(value, (int, float)):
+        return value
+    try:
+        return float(str(value).strip())
+    except ValueError:
+        raise LakeConfigError(f"{what} must be a number; got {value!r}.") from None
+
+
+def _literal(text: str) -> Any:
+    """A JSON or Python literal (what Jinja renders for a list or dict); the text itself otherwise."""
+    for parse in (json.loads, ast.literal_eval):
+        try:
+            return parse(text)
+        except (ValueError, SyntaxError, TypeError, MemoryError, RecursionError):
+            continue
+    return text
+
+
+def string_list(value: Any, what: str) -> list[str]:
+    """A list of texts from a list, its JSON or Python repr, or ``"a, b"`` typed by hand."""
+    if isinstance(value, str):
+        text = value.strip()
+        parsed = _literal(text) if text.startswith(("[", "(")) else None
+        if parsed is None or isinstance(parsed, str):
+            return [item.strip().strip("'\"") for item in text.strip("[]()").split(",") if item.strip()]
+        value = parsed
+    if isinstance(value, Sequence) and not isinstance(value, (str, bytes)):
+        return [str(item) for item in value]
+    raise LakeConfigError(f"{what} must be a list of names; got {value!r}.")
+
+
+def mapping(value: Any, what: str) -> dict[str, Any]:
+    """A dict from a mapping or its JSON or Python-literal text."""
+    if isinstance(value, str):
+        value = _literal(value.strip())
+    if isinstance(value, Mapping):
+        return dict(value)
+    raise LakeConfigError(f"{what} must be a mapping (a dict, or its JSON); got {value!r}.")
+
+
+def snapshot_ids(value: Any, what: str = "snapshot IDs") -> list[int]:
+    """Snapshot IDs from what upstream tasks hand over: ints, texts, lists, JSON, or step results.
+
+    A step result (dict) contributes the snapshots its outcome still needs: the state it acted on
+    or left (``snapshot_id``, ``snapshot_id_after``) and its newest own commit (the last of
+    ``committed_snapshot_ids``, oldest first), by which a retried task recognises its work.
+    Its earlier commits are intermediate states no step reads: the rewrite's data commit, made
+    before its position-delete commit, still references every old delete file, and protecting it
+    would keep them all on storage until the next run.
+    """
+    if is_none(value):
+        return []
+    if isinstance(value, bool):
+        raise LakeConfigError(f"{value!r} is not a snapshot ID ({what}).")
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, str):
+        text = value.strip()
+        if text.startswith(("[", "{", "(")):
+            parsed = _literal(text)
+            if isinstance(parsed, str):
+                raise LakeConfigError(f"Cannot read snapshot IDs from {value!r} ({what}).")
+            return snapshot_ids(parsed, what)
+        if text.lstrip("-").isdigit():
+            return [int(text)]
+        raise LakeConfigError(f"{value!r} is not a snapshot ID (a 64-bit integer) ({what}).")
+    if isinstance(value, Mapping):
+        ids: list[int] = []
+        for key in ("snapshot_id", "snapshot_id_after"):
+            ids += snapshot_ids(value.get(key), what)
+        return ids + snapshot_ids(value.get("committed_snapshot_ids"), what)[-1:]
+    if isinstance(value, Sequence):
+        return [sid for item in value for sid in snapshot_ids(item, what)]
+    raise LakeConfigError(f"Cannot read snapshot IDs from a {type(value).__name__} ({what}).")
+
+
+def optional_snapshot_id(value: Any, what: str) -> int | None:
+    """One snapshot ID or none (``None``, ``""``, ``"None"``)."""
+    ids = snapshot_ids(value, what)
+    if len(ids) > 1:
+        raise LakeConfigError(f"{what} must be one snapshot ID; got {value!r}.")
+    return ids[0] if ids else None
+
+
+def _optional(annotation: Any) -> tuple[bool, Any]:
+    """``(True, X)`` for ``X | None`` / ``Optional[X]``, else ``(False, annotation)``."""
+    if typing.get_origin(annotation) in (Union, types.UnionType):
+        args = [a for a in typing.get_args(annotation) if a is not type(None)]
+        if len(args) < len(typing.get_args(annotation)):
+            return True, (args[0] if len(args) == 1 else Union[tuple(args)])
+    return False, annotation
+
+
+def coerce(value: Any, annotation: Any, *, what: str) -> Any:
+    """``value`` as the type ``annotation`` names (bool, int, float, str, list[str], dict, SnapshotIds).
+
+    Optional annotations take the texts of :data:`NONE_TEXTS` as ``None``. A type this module does
+    not know (``Any``, unions of several types, classes) passes the value through unchanged, for
+    the operator's own validation.
+    """
+    optional, target = _optional(annotation)
+    if optional and is_none(value):
+        return [] if target is SnapshotIds else None
+    if target is SnapshotIds:
+        return snapshot_ids(value, what)
+    origin = typing.get_origin(target) or target
+    if target is bool:
+        return flag(value, what)
+    if target is int:
+        return whole_number(value, what)
+    if target is float:
+        return number(value, what)
+    if target is str:
+        return value if isinstance(value, str) else str(value)
+    if origin in (list, Sequence, tuple) and typing.get_args(target)[:1] in ((str,), ()):
+        return string_list(value, what)
+    if origin in (dict, Mapping):
+        return mapping(value, what)
+    return value
+
+
+def coerce_attributes(obj: Any, names: Sequence[str], hints: Mapping[str, Any]) -> None:
+    """Coerce each attribute of ``obj`` in ``names`` that has a type hint, in place."""
+    for name in names:
+        if name in hints and hasattr(obj, name):
+            setattr(obj, name, coerce(getattr(obj, name), hints[name], what=name))
