@@ -217,7 +217,7 @@ class RetentionReport(Contract):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ExpireResult(RetentionReport, ExpiryOutcome):
+class ExpireResult(ExpiryOutcome, RetentionReport):
     """The expire step's XCom: the decision, what Spark did, and the settings it applied to main.
 
     ``retain_last`` / ``max_snapshot_age_ms`` are the override's values (``None``: the table's own);
@@ -263,7 +263,7 @@ class CleanJobResult(ExpiryOutcome):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class CleanResult(RetentionReport, CleanJobResult):
+class CleanResult(CleanJobResult, RetentionReport):
     """The clean step's XCom: the policy's decision, what Spark removed, and what expire and clean
     together keep (``effective_retention``: ``{snapshots, files, statement}``, see
     :func:`airflow_lake_provider.core.retention.effective_retention`)."""

@@ -41,7 +41,7 @@ def expire_snapshot_ids(spark, jtable, args: ExpireJobArgs) -> ExpiryOutcome:
     # main moving on is normal (writers commit): only keeping more of it is then needed, and the current
     # snapshot is checked below. Any other ref created, moved or dropped means the decision is stale.
     now_refs = {name: sid for name, (_, sid) in heads.items() if name != "main"}
-    then_refs = {str(k): int(v) for k, v in (refs or {}).items() if k != "main"}
+    then_refs = {k: v for k, v in (refs or {}).items() if k != "main"}
     if refs is not None and now_refs != then_refs:
         raise UnsafeExpiry(
             f"The tags and branches of {table_name} changed since the snapshots to expire were decided (then: "
