@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import time
 from collections.abc import Sequence
+from datetime import date, timedelta
 from typing import Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
@@ -33,8 +34,8 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
 
     :param override_table_retention: apply ``older_than`` / ``retain_last`` instead of the table's
         own retention for main (templated; default false).
-    :param older_than: with the override, a duration (``"7d"``, ``"36h"``, ``"P3D"``) or a timestamp
-        (templated); empty: the table's ``max-snapshot-age-ms``.
+    :param older_than: with the override, a duration (``"7d"``, ``"36h"``, ``"P3D"``, a ``timedelta``)
+        or a timestamp (ISO text, a ``datetime``) (templated); empty: the table's ``max-snapshot-age-ms``.
     :param retain_last: with the override, keep at least this many snapshots of main (>= 1,
         templated); empty: the table's ``min-snapshots-to-keep``.
     :param snapshot_ids: explicit snapshot IDs to expire (templated).
@@ -51,7 +52,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self,
         *,
         override_table_retention: bool = False,
-        older_than: str | None = None,
+        older_than: str | date | timedelta | None = None,
         retain_last: int | None = None,
         snapshot_ids: SnapshotIds | None = None,
         protected_snapshot_ids: SnapshotIds | None = None,
