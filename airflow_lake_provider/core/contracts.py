@@ -112,7 +112,7 @@ def _from_json(value: Any, annotation: Any) -> Any:
 
 
 # == expire ==
-# (ExpireJobArgs, ExpireResult; a shared commit-retry contract may start here)
+# (CommitRetry, shared by every job that commits beside other writers; ExpireJobArgs, ExpiryOutcome, ExpireResult)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -231,7 +231,7 @@ class ExpireResult(ExpiryOutcome, RetentionReport):
 
 
 # == clean ==
-# (CleanJobArgs, CleanResult)
+# (CleanJobArgs, CleanJobResult, CleanResult)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

@@ -2,7 +2,7 @@
 
 Iceberg's ``ExpireSnapshots`` has no "keep these IDs" option, and its age rule knows nothing of
 upstream work in flight. So every decision is taken here, from metadata, in the Airflow worker:
-the Spark job is then handed an explicit list of IDs and nothing else. Two users:
+the Spark job is then handed an explicit list of IDs and nothing else. Its users:
 
 * the expire step (:func:`resolve_expiry`): by default the table's own retention, resolved exactly
   as Iceberg's ``RemoveSnapshots`` does (the ``history.expire.*`` table properties and every ref's
@@ -10,7 +10,10 @@ the Spark job is then handed an explicit list of IDs and nothing else. Two users
   ``retain_last`` only with ``override_table_retention``;
 * the clean step (:func:`resolve_clean_policy`): the Hudi cleaner's policies
   (:class:`CleanPolicy`) applied to Iceberg snapshots, never beyond what the table's own retention
-  lets go unless ``override_table_retention``.
+  lets go unless ``override_table_retention``;
+* the two in series (:func:`effective_retention`): what expire and then clean keep, stated once
+  from their settings (:class:`ExpirySettings`, :class:`CleanSettings`, whose defaults the DAG
+  form reads here) and the table's retention.
 
 Whatever the policy, a snapshot is never expired when it is the current snapshot, the head of a
 tag or branch that stays, or in ``protected_ids`` (pending work of upstream tasks). Every decision
