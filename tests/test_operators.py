@@ -146,7 +146,8 @@ def _history_table(lake_hook, namespace):
         ("KEEP_LATEST_FILE_VERSIONS", 1, [2, 3, 4, 5]),
     ],
 )
-def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespace, policy, retained, expected_removed):
+def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespace, capfd, policy, retained,
+                                                              expected_removed):
     name, ids = _history_table(lake_hook, namespace)
     # The policy alone (these snapshots are minutes old: the table's own 5 days would keep them all).
     dry = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained, dry_run=True,
@@ -154,10 +155,20 @@ def test_clean_policies_remove_exactly_the_expected_snapshots(lake_hook, namespa
     assert sorted(dry["would_expire_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
     assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # dry run changed nothing
 
+    # The expire step before it (a dry run: no Spark), handed over as a template renders it.
+    expire = IcebergExpireSnapshotsOperator(task_id="expire", table=name, dry_run=True).execute({})
     result = IcebergCleanPolicyOperator(task_id="clean", table=name, policy=policy, retained=retained,
-                                        override_table_retention=True).execute({})
+                                        override_table_retention=True, expire_result=str(expire)).execute({})
     remaining = [s.snapshot_id for s in lake_hook.load_table(name).snapshots()]
     assert sorted(result["expired_snapshot_ids"]) == sorted(ids[i] for i in expected_removed)
     assert remaining == [sid for i, sid in enumerate(ids) if i not in expected_removed]
     assert ids[1] in remaining  # the tagged snapshot is a savepoint
     assert lake_hook.load_table(name).scan().to_arrow().num_rows == 8
+    # What expire and clean together keep, stated once in the result and in the log.
+    together = result["effective_retention"]
+    assert together["snapshots"].startswith(
+        "on main, those kept both by the table's retention [the last 1 (min-snapshots-to-keep, Iceberg default) and "
+        "those younger than 5d (max-snapshot-age-ms, Iceberg default)] and by clean policy KEEP_LATEST_FILE_VERSIONS=1 "
+        "[the snapshots holding the last 1 versions of every partition]")
+    assert together["files"].endswith("unreferenced (orphan) files younger than 72 h")
+    assert together["statement"] in capfd.readouterr().out

@@ -1,7 +1,8 @@
 """The clean step: remove the snapshots a policy resolved, then orphan files past a floor.
 
-Args: ``table``, ``snapshot_ids``, ``protected_ids``, ``refs``, ``removed_refs`` (as for expire), ``orphan_older_than_ms``
-(epoch ms; files newer than this are never touched), ``dry_run``.
+Args: :class:`~airflow_lake_provider.core.contracts.CleanJobArgs` (the expiry, as for expire, and
+``orphan_older_than_ms``: files newer than this are never touched); result:
+:class:`~airflow_lake_provider.core.contracts.CleanJobResult`.
 
 Orphan files are files under the table location that no metadata of any snapshot, tag or
 branch references (left by failed or killed writers). Iceberg's action decides what is
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.contracts import CleanJobArgs, CleanJobResult, ExpiryOutcome
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
 
@@ -35,31 +37,26 @@ def _noop_consumer(spark):
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    table_name = args["table"]
-    dry_run = bool(args.get("dry_run"))
-    jtable = iceberg.load_table(spark, catalog, table_name)
-    snapshot_ids = [int(s) for s in args.get("snapshot_ids") or []]
-    if dry_run:
+    args = CleanJobArgs.from_json(args).validate()
+    jtable = iceberg.load_table(spark, catalog, args.table)
+    if args.dry_run:
         existing = {int(s.snapshotId()) for s in jtable.snapshots()}
-        expiry = {"expired_snapshot_ids": [], "would_expire_snapshot_ids": sorted(s for s in snapshot_ids if s in existing),
-                  "removed_refs": [], "would_remove_refs": sorted(args.get("removed_refs") or []),
-                  "deleted_files": {}, "snapshot_id_after": iceberg.current_snapshot_id(jtable)}
+        expiry = ExpiryOutcome(would_expire_snapshot_ids=sorted(s for s in args.snapshot_ids if s in existing),
+                               would_remove_refs=sorted(args.removed_refs),
+                               snapshot_id_after=iceberg.current_snapshot_id(jtable))
     else:
-        expiry = expire_snapshot_ids(spark, jtable, table_name, snapshot_ids, {int(s) for s in args.get("protected_ids") or []},
-                                     args.get("refs"), list(args.get("removed_refs") or []))
+        expiry = expire_snapshot_ids(spark, jtable, args)
 
     orphans: list[str] = []
-    older_than = args.get("orphan_older_than_ms")
-    if older_than is not None:
+    if args.orphan_older_than_ms is not None:
         jtable.refresh()
-        action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(int(older_than))
-        if dry_run:
+        action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(args.orphan_older_than_ms)
+        if args.dry_run:
             action = action.deleteWith(_noop_consumer(spark))
         orphans = sorted(str(location) for location in action.execute().orphanFileLocations())
-    return {
-        "table": table_name,
-        "dry_run": dry_run,
-        **expiry,
-        "orphan_files": orphans[:1000],
-        "orphan_file_count": len(orphans),
-    }
+    return CleanJobResult(
+        **expiry.to_json(),
+        dry_run=args.dry_run,
+        orphan_files=orphans[:CleanJobResult.ORPHAN_FILES_LISTED],
+        orphan_file_count=len(orphans),
+    ).to_json()

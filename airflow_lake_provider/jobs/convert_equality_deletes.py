@@ -5,8 +5,10 @@ reader finds them by position instead of comparing every row with every deleted 
 what makes reads of tables written by Flink upsert/CDC pipelines cheaper, and what lets
 PyIceberg (which cannot apply equality deletes) read them again.
 
-Args: ``table``, ``snapshot_properties`` (put on the commit, so a retried task finds it),
-``dry_run``, ``max_attempts`` (default 3), ``retry_backoff_seconds`` (default 2, doubled).
+Args: :class:`~airflow_lake_provider.core.contracts.ConvertEqualityDeletesJobArgs` (the snapshot
+properties go on the commit, so a retried task finds it; the commit retry is
+:class:`~airflow_lake_provider.core.contracts.CommitRetry`); result:
+:class:`~airflow_lake_provider.core.contracts.ConvertEqualityDeletesResult`.
 
 One attempt, on the current snapshot S:
 
@@ -40,6 +42,7 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lake_provider.core.contracts import ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
 
@@ -318,9 +321,9 @@ def _delete_quietly(jtable, files: list[Any]) -> None:
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    table_name = args["table"]
-    dry_run = bool(args.get("dry_run"))
-    props = {str(k): str(v) for k, v in (args.get("snapshot_properties") or {}).items()}
+    args = ConvertEqualityDeletesJobArgs.from_json(args).validate()
+    table_name, dry_run = args.table, args.dry_run
+    props = {str(k): str(v) for k, v in args.snapshot_properties.items()}
     props[CONVERT_ID_PROPERTY] = uuid.uuid4().hex
     jtable = iceberg.load_table(spark, catalog, table_name)
     before = iceberg.current_snapshot_id(jtable)
@@ -372,8 +375,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         )
 
     retrying(convert_once, label="convert equality deletes", jtable=jtable, attempts=attempts,
-             max_attempts=max(1, int(args.get("max_attempts") or 3)),
-             backoff=max(0.0, float(args.get("retry_backoff_seconds", 2.0))),
+             max_attempts=args.max_attempts, backoff=args.retry_backoff_seconds,
              give_up=give_up, error=ConversionConflict)
 
     plan: ConversionPlan | None = outcome["plan"]
@@ -390,23 +392,22 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                 f"in the {len(paths)} affected data files where snapshot {plan.snapshot_id} showed {expected}. "
                 "Roll the table back to the snapshot before this commit and report this."
             )
-    added_key = "added_deletion_vectors" if version >= 3 else "added_position_delete_files"
-    return {
-        "table": table_name,
-        "format_version": version,
-        "dry_run": dry_run,
-        "snapshot_id_before": before,
-        "converted_snapshot_id": plan.snapshot_id if plan else before,
-        "committed_snapshot_ids": committed,
-        "snapshot_id_after": iceberg.current_snapshot_id(jtable),
-        "converted_equality_delete_files": len(plan.equality_delete_files) if plan else 0,
-        "equality_delete_records": plan.equality_delete_records if plan else 0,
-        "affected_data_files": len(plan.affected) if plan else 0,
+    return ConvertEqualityDeletesResult(
+        table=table_name,
+        format_version=version,
+        dry_run=dry_run,
+        snapshot_id_before=before,
+        converted_snapshot_id=plan.snapshot_id if plan else before,
+        committed_snapshot_ids=committed,
+        snapshot_id_after=iceberg.current_snapshot_id(jtable),
+        converted_equality_delete_files=len(plan.equality_delete_files) if plan else 0,
+        equality_delete_records=plan.equality_delete_records if plan else 0,
+        affected_data_files=len(plan.affected) if plan else 0,
         # In a dry run: what the commit would add and replace.
-        added_key: len(plan.deleted_positions) if plan and dry_run else len(outcome["added"]),
-        "replaced_delete_files": len(plan.replaced_delete_files) if plan else 0,
-        "deleted_rows": plan.deleted_rows if plan else 0,
-        "verified": verified,
-        "attempts": attempts,
-        "seconds": seconds,  # per stage, summed over attempts: metadata, positions (Spark), write, commit, verify
-    }
+        added_delete_files=len(plan.deleted_positions) if plan and dry_run else len(outcome["added"]),
+        replaced_delete_files=len(plan.replaced_delete_files) if plan else 0,
+        deleted_rows=plan.deleted_rows if plan else 0,
+        verified=verified,
+        attempts=attempts,
+        seconds=seconds,  # per stage, summed over attempts: metadata, positions (Spark), write, commit, verify
+    ).to_json()

@@ -1,17 +1,19 @@
 """Expire exactly the snapshot IDs resolved upstream, deleting the files only they held.
 
-Args: ``table``, ``snapshot_ids`` (resolved in the Airflow worker from metadata),
-``protected_ids``, ``refs`` (every ref's snapshot when the IDs were resolved) and
-``removed_refs`` (the refs past their ``max-ref-age-ms``, which Iceberg's ``RemoveSnapshots``
-removes in the same commit, whatever it is asked to expire). Iceberg's own age rule is switched
-off (``expireOlderThan(0)``) so no snapshot beyond the named IDs goes; the IDs are checked again
-here against fresh metadata, because the table may have moved since they were resolved.
+Args: :class:`~airflow_lake_provider.core.contracts.ExpireJobArgs` (the IDs resolved in the
+Airflow worker from metadata, the refs they were resolved on, the refs past their
+``max-ref-age-ms``, which Iceberg's ``RemoveSnapshots`` removes in the same commit whatever it is
+asked to expire); result: :class:`~airflow_lake_provider.core.contracts.ExpiryOutcome`. Iceberg's
+own age rule is switched off (``expireOlderThan(0)``) so no snapshot beyond the named IDs goes;
+the IDs are checked again here against fresh metadata, because the table may have moved since
+they were resolved.
 """
 
 from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.contracts import ExpireJobArgs, ExpiryOutcome
 from airflow_lake_provider.jobs import iceberg
 
 
@@ -25,21 +27,21 @@ def ref_heads(jtable) -> dict[str, tuple[str, int]]:
             for name, ref in dict(jtable.refs()).items()}
 
 
-def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int], protected: set[int],
-                        refs: dict[str, int] | None = None, removed_refs: list[str] = ()) -> dict[str, Any]:
-    """Expire ``snapshot_ids`` (after re-checking they are safe to expire) and count deleted files.
+def expire_snapshot_ids(spark, jtable, args: ExpireJobArgs) -> ExpiryOutcome:
+    """Expire ``args.snapshot_ids`` (after re-checking they are safe to expire) and count deleted files.
 
-    ``refs`` are the refs the decision was taken on: when they changed since (a ref created,
-    moved or dropped), the decision may keep too little, so nothing is done. ``removed_refs`` go
-    in the same commit (Iceberg's own ``max-ref-age-ms`` rule); their heads are no longer held.
+    ``args.refs`` are the refs the decision was taken on: when they changed since (a ref created,
+    moved or dropped), the decision may keep too little, so nothing is done. ``args.removed_refs``
+    go in the same commit (Iceberg's own ``max-ref-age-ms`` rule); their heads are no longer held.
     """
+    table_name, refs, removed_refs, protected = args.table, args.refs, args.removed_refs, set(args.protected_ids)
     jtable.refresh()
     current = iceberg.current_snapshot_id(jtable)
     heads = ref_heads(jtable)
     # main moving on is normal (writers commit): only keeping more of it is then needed, and the current
     # snapshot is checked below. Any other ref created, moved or dropped means the decision is stale.
     now_refs = {name: sid for name, (_, sid) in heads.items() if name != "main"}
-    then_refs = {str(k): int(v) for k, v in (refs or {}).items() if k != "main"}
+    then_refs = {k: v for k, v in (refs or {}).items() if k != "main"}
     if refs is not None and now_refs != then_refs:
         raise UnsafeExpiry(
             f"The tags and branches of {table_name} changed since the snapshots to expire were decided (then: "
@@ -47,7 +49,7 @@ def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int],
         )
     held = {sid: f"{kind} {name!r}" for name, (kind, sid) in heads.items() if name not in set(removed_refs)}
     existing = {int(s.snapshotId()) for s in jtable.snapshots()}
-    todo = [sid for sid in snapshot_ids if sid in existing]
+    todo = [sid for sid in args.snapshot_ids if sid in existing]
     for sid in todo:
         if sid == current:
             raise UnsafeExpiry(f"Snapshot {sid} is now the current snapshot of {table_name}; not expiring it.")
@@ -73,20 +75,15 @@ def expire_snapshot_ids(spark, jtable, table_name: str, snapshot_ids: list[int],
         }
     jtable.refresh()
     after = ref_heads(jtable)
-    return {
-        "expired_snapshot_ids": sorted(todo),
-        "already_gone_snapshot_ids": sorted(set(snapshot_ids) - set(todo)),
-        "removed_refs": sorted(set(heads) - set(after)),
-        "deleted_files": counts,
-        "snapshot_id_after": iceberg.current_snapshot_id(jtable),
-    }
+    return ExpiryOutcome(
+        expired_snapshot_ids=sorted(todo),
+        already_gone_snapshot_ids=sorted(set(args.snapshot_ids) - set(todo)),
+        removed_refs=sorted(set(heads) - set(after)),
+        deleted_files=counts,
+        snapshot_id_after=iceberg.current_snapshot_id(jtable),
+    )
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    table_name = args["table"]
-    jtable = iceberg.load_table(spark, catalog, table_name)
-    outcome = expire_snapshot_ids(
-        spark, jtable, table_name, [int(s) for s in args.get("snapshot_ids") or []],
-        {int(s) for s in args.get("protected_ids") or []}, args.get("refs"), list(args.get("removed_refs") or []),
-    )
-    return {"table": table_name, **outcome}
+    args = ExpireJobArgs.from_json(args).validate()
+    return expire_snapshot_ids(spark, iceberg.load_table(spark, catalog, args.table), args).to_json()

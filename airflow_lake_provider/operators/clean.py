@@ -6,13 +6,25 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator, flag_from, snapshot_ids_from
-from airflow_lake_provider.core.retention import CleanPolicy, history_from_table, resolve_clean_policy
+from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.contracts import CleanJobArgs, CleanJobResult, CleanResult, ExpireResult
+from airflow_lake_provider.core.retention import (
+    DEFAULT_CLEAN_POLICY,
+    DEFAULT_CLEAN_RETAINED,
+    DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+    MAIN_BRANCH,
+    ORPHAN_FLOOR_HOURS,
+    CleanPolicy,
+    CleanSettings,
+    ExpirySettings,
+    effective_retention,
+    history_from_table,
+    resolve_clean_policy,
+)
 from airflow_lake_provider.core.snapshots import table_state
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
-ORPHAN_FLOOR_HOURS = 24
-DEFAULT_ORPHAN_OLDER_THAN_HOURS = 72
+__all__ = ["DEFAULT_ORPHAN_OLDER_THAN_HOURS", "ORPHAN_FLOOR_HOURS", "IcebergCleanPolicyOperator"]
 
 
 class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
@@ -35,6 +47,12 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     unless ``force_orphan_floor=True``, since a writer still in flight owns young files.
     ``dry_run=True`` returns exactly what would be removed and removes nothing.
 
+    Expire and clean stay two tasks; what the two together keep is stated once
+    (:func:`~airflow_lake_provider.core.retention.effective_retention`), in the log and in the
+    result's ``effective_retention``, from this step's settings, the table's retention and the
+    expire step's settings (``expire_result``). Returns
+    :class:`~airflow_lake_provider.core.contracts.CleanResult` as JSON (schema: ``docs/operators/clean.md``).
+
     :param policy: one of the policies above (templated).
     :param override_table_retention: let the policy go under the table's own retention for main (templated).
     :param retained: n or h for the policy (templated).
@@ -42,24 +60,27 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     :param orphan_older_than_hours: the orphan floor in hours; ``None`` skips orphan removal.
     :param force_orphan_floor: allow a floor under 24 hours.
     :param dry_run: report, change nothing.
+    :param expire_result: the expire step's result (e.g. ``expire.output``, templated), for the
+        statement of what the two steps together keep; empty: the statement covers this step alone.
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
-        "dry_run",
+        "dry_run", "expire_result",
     )
 
     def __init__(
         self,
         *,
-        policy: str = CleanPolicy.KEEP_LATEST_COMMITS.value,
-        retained: int = 10,
+        policy: str = DEFAULT_CLEAN_POLICY.value,
+        retained: int = DEFAULT_CLEAN_RETAINED,
         override_table_retention: bool = False,
-        protected_snapshot_ids: Any = None,
+        protected_snapshot_ids: SnapshotIds | None = None,
         orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS,
         force_orphan_floor: bool = False,
         dry_run: bool = False,
+        expire_result: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -70,63 +91,61 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.orphan_older_than_hours = orphan_older_than_hours
         self.force_orphan_floor = force_orphan_floor
         self.dry_run = dry_run
-
-    def orphan_cutoff_ms(self, now_ms: int) -> int | None:
-        hours = self.orphan_older_than_hours
-        if hours in (None, "", "None"):
-            return None
-        try:
-            hours = float(hours)
-        except (TypeError, ValueError):
-            raise LakeConfigError(f"orphan_older_than_hours must be a number of hours; got {hours!r}.") from None
-        if hours < 0:
-            raise LakeConfigError(f"orphan_older_than_hours must not be negative; got {hours}.")
-        if hours < ORPHAN_FLOOR_HOURS and not self.force_orphan_floor:
-            raise LakeConfigError(
-                f"orphan_older_than_hours={hours:g} is under the {ORPHAN_FLOOR_HOURS} h floor: files that young may "
-                "belong to a write still in flight, and deleting them would corrupt its commit. Use 24 h or more, "
-                "or set force_orphan_floor=True if no writer can be running."
-            )
-        return now_ms - int(hours * 3600 * 1000)
+        self.expire_result = expire_result
 
     def execute(self, context: Any) -> dict[str, Any]:
+        self.coerce_rendered_fields()
         now_ms = int(time.time() * 1000)
-        cutoff = self.orphan_cutoff_ms(now_ms)
-        override = flag_from(self.override_table_retention, "override_table_retention")
-        protected = snapshot_ids_from(self.protected_snapshot_ids)
+        settings = CleanSettings.checked(
+            self.policy, self.retained, override_table_retention=self.override_table_retention,
+            orphan_older_than_hours=self.orphan_older_than_hours, force_orphan_floor=self.force_orphan_floor,
+        )
+        cutoff = settings.orphan_cutoff_ms(now_ms)
+        protected = list(self.protected_snapshot_ids or ())
+        override = settings.override_table_retention
         table = self.load_table()
         name = self.table_identifier.dotted
-        history = history_from_table(table, with_changed_partitions=str(self.policy).upper() == "KEEP_LATEST_FILE_VERSIONS")
-        decision = resolve_clean_policy(
-            history, self.policy, self.retained, now_ms=now_ms, protected_ids=protected,
-            override_table_retention=override,
-        )
-        self.log.info("Clean policy %s=%s on %s (%s):\n%s", self.policy, self.retained, name,
+        history = history_from_table(
+            table, with_changed_partitions=settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS)
+        decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
+                                        protected_ids=protected, override_table_retention=override)
+        self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
                       "override_table_retention: the policy alone decides main's history" if override
                       else "never under the table's own retention", decision.explain())
-        current = table.current_snapshot()
-        before = table_state(table)
-        explained = decision.to_dict()
-        removed_refs = sorted(decision.removed_refs)
-        base = {"table": name, "snapshot_id": current.snapshot_id if current else None, "policy": str(self.policy),
-                "retained": self.retained, "retention_source": "override" if override else "table",
-                "kept": explained["kept"], "removed": explained["removed"],
-                "removed_ref_reasons": explained["removed_refs"],
-                "planned_removals": list(decision.expire_ids), "orphan_older_than_ms": cutoff}
-        if not decision.expire_ids and not removed_refs and cutoff is None:
-            self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", self.policy, name)
-            self.log_summary(before, "nothing to clean", changed=False)
-            return {**base, "dry_run": bool(self.dry_run), "expired_snapshot_ids": [], "removed_refs": [],
-                    "deleted_files": {}, "orphan_files": [], "orphan_file_count": 0,
-                    "snapshot_id_after": base["snapshot_id"]}
-        result = self.run_job(
-            "clean",
-            {"table": name, "snapshot_ids": list(decision.expire_ids), "protected_ids": protected,
-             "refs": {ref.name: ref.snapshot_id for ref in history.refs}, "removed_refs": removed_refs,
-             "orphan_older_than_ms": cutoff, "dry_run": bool(self.dry_run)},
+        together = effective_retention(
+            history.retention, settings, self._expiry_settings(),
+            main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
         )
-        verb = "would remove" if self.dry_run else "removed"
-        snapshots = len(result.get("would_expire_snapshot_ids") or result.get("expired_snapshot_ids") or [])
-        self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
-                         f"({self.policy}) and {result['orphan_file_count']} orphan files")
-        return {**base, **result}
+        self.log.info("%s", together)
+        before = table_state(table)
+        removed_refs = sorted(decision.removed_refs)
+        if not decision.expire_ids and not removed_refs and cutoff is None:
+            self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)
+            self.log_summary(before, "nothing to clean", changed=False)
+            outcome = CleanJobResult(dry_run=self.dry_run, snapshot_id_after=history.current_snapshot_id)
+        else:
+            job_args = CleanJobArgs(
+                table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
+                refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
+                orphan_older_than_ms=cutoff, dry_run=self.dry_run,
+            ).validate()
+            outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
+            verb = "would remove" if self.dry_run else "removed"
+            snapshots = len(outcome.would_expire_snapshot_ids or outcome.expired_snapshot_ids)
+            self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
+                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files")
+        explained = decision.to_dict()
+        return CleanResult(
+            **outcome.to_json(), table=name, snapshot_id=history.current_snapshot_id, policy=str(self.policy),
+            retained=settings.retained, retention_source="override" if override else "table",
+            kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
+            planned_removals=list(decision.expire_ids), orphan_older_than_ms=cutoff,
+            effective_retention=together.to_dict(),
+        ).to_json()
+
+    def _expiry_settings(self) -> ExpirySettings | None:
+        """What the expire step applied to main, read from its result (``None``: not given)."""
+        if self.expire_result is None:
+            return None
+        expire = ExpireResult.from_json(self.expire_result)
+        return ExpirySettings(expire.retention_source == "override", expire.retain_last, expire.max_snapshot_age_ms)

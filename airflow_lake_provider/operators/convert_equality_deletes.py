@@ -5,16 +5,17 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
-from airflow_lake_provider.operators.base import (
-    LakeMaintenanceOperator,
-    commit_retry_settings,
-    run_properties,
-    snapshot_ids_from,
+from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.contracts import (
+    DEFAULT_COMMIT_RETRY,
+    ConvertEqualityDeletesJobArgs,
+    ConvertEqualityDeletesResult,
 )
 from airflow_lake_provider.core.snapshots import (
     commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
 )
+from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 
 
 class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
@@ -34,16 +35,15 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
     task that finds its own commit returns it instead of converting twice. A table whose current
     snapshot has no equality deletes starts no Spark application.
 
-    Returns ``{table, format_version, snapshot_id_before, converted_snapshot_id,
-    committed_snapshot_ids, snapshot_id_after, converted_equality_delete_files,
-    equality_delete_records, affected_data_files, added_position_delete_files (v2) or
-    added_deletion_vectors (v3), replaced_delete_files, deleted_rows, verified, attempts, dry_run}``.
+    Returns :class:`~airflow_lake_provider.core.contracts.ConvertEqualityDeletesResult` as JSON
+    (schema: ``docs/operators/convert-equality-deletes.md``).
 
     :param snapshot_id: the snapshot an upstream task saw (an ID or its result, templated); the
         step refuses to run if it is no longer the current snapshot or one of its ancestors.
         The current snapshot, which holds every delete the given one did, is converted.
     :param dry_run: plan the conversion in Spark and report its figures; write and commit nothing.
-    :param max_commit_attempts: attempts when the commit conflicts with another writer (1-10, default 3).
+    :param max_commit_attempts: attempts when the commit conflicts with another writer (1-10, default
+        :class:`~airflow_lake_provider.core.contracts.CommitRetry`'s, 3).
     :param commit_retry_backoff_seconds: wait before the first retry, doubled for each further one.
     """
 
@@ -55,10 +55,10 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
     def __init__(
         self,
         *,
-        snapshot_id: Any = None,
+        snapshot_id: SnapshotIds | None = None,
         dry_run: bool = False,
-        max_commit_attempts: int = 3,
-        commit_retry_backoff_seconds: float = 2.0,
+        max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts,
+        commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -68,17 +68,21 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
         self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
 
     def execute(self, context: Any) -> dict[str, Any]:
-        retry = commit_retry_settings(self.max_commit_attempts, self.commit_retry_backoff_seconds)
-        table = self.load_table()
+        self.coerce_rendered_fields()
+        tags = run_properties(context)
         name = self.table_identifier.dotted
-        given = snapshot_ids_from(self.snapshot_id)
+        job_args = ConvertEqualityDeletesJobArgs(
+            table=name, dry_run=self.dry_run, snapshot_properties=tags,
+            max_attempts=self.max_commit_attempts, retry_backoff_seconds=self.commit_retry_backoff_seconds,
+        ).validate()
+        table = self.load_table()
+        given = self.snapshot_id or []
         for snapshot_id in given[-1:]:  # a step result names its last snapshot last
             require_in_lineage(table, snapshot_id, table_name=name, role="given")
         before = table_state(table)
         current = table.current_snapshot()
         version = int(table.metadata.format_version)
 
-        tags = run_properties(context)
         earlier = [s for s in commits_tagged(table, tags, after=given[-1] if given else None)
                    if CONVERT_ID_PROPERTY in (s.summary or {})]
         if earlier and not self.dry_run:
@@ -86,59 +90,44 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
                           [s.snapshot_id for s in earlier])
             self.log_summary(before, f"an earlier try already committed {[s.snapshot_id for s in earlier]}",
                              changed=False)
-            return self._recovered(name, table, version, earlier)
+            return self._recovered(name, table, version, earlier).to_json()
 
         if current is None or not has_equality_deletes(table, current):
             self.log.info("%s has no equality deletes in its current snapshot: nothing to convert.", name)
             self.log_summary(before, "no equality deletes, nothing to convert", changed=False)
-            return self._unchanged(name, current, version)
+            return ConvertEqualityDeletesResult.unchanged(
+                name, version, current.snapshot_id if current is not None else None, dry_run=self.dry_run).to_json()
 
-        result = self.run_job("convert_equality_deletes", {
-            "table": name, "dry_run": bool(self.dry_run), "snapshot_properties": tags, **retry,
-        })
-        added = result.get("added_deletion_vectors", result.get("added_position_delete_files", 0))
+        result = ConvertEqualityDeletesResult.from_json(self.run_job("convert_equality_deletes", job_args.to_json()))
         kind = "deletion vectors" if version >= 3 else "position delete files"
-        conflicts = [a for a in result["attempts"] if a["outcome"] == "conflict"]
+        conflicts = [a for a in result.attempts if a["outcome"] == "conflict"]
         if conflicts:
             self.log.warning("The conversion met concurrent commits and planned again: %s", conflicts)
         done = (
-            f"{'dry run: would convert' if self.dry_run else 'converted'} {result['converted_equality_delete_files']:,} "
-            f"equality delete files ({result['equality_delete_records']:,} keys) applying to "
-            f"{result['affected_data_files']:,} data files into {added:,} {kind} deleting {result['deleted_rows']:,} rows"
+            f"{'dry run: would convert' if self.dry_run else 'converted'} {result.converted_equality_delete_files:,} "
+            f"equality delete files ({result.equality_delete_records:,} keys) applying to "
+            f"{result.affected_data_files:,} data files into {result.added_delete_files:,} {kind} deleting "
+            f"{result.deleted_rows:,} rows"
         )
-        self.log.info("%s; commits %s; snapshot %s -> %s.", done, result["committed_snapshot_ids"],
-                      result["snapshot_id_before"], result["snapshot_id_after"])
-        self.log_summary(before, done, changed=bool(result["committed_snapshot_ids"]))
-        return result
+        self.log.info("%s; commits %s; snapshot %s -> %s.", done, result.committed_snapshot_ids,
+                      result.snapshot_id_before, result.snapshot_id_after)
+        self.log_summary(before, done, changed=bool(result.committed_snapshot_ids))
+        return result.to_json()
 
     @staticmethod
-    def _added_key(version: int) -> str:
-        return "added_deletion_vectors" if version >= 3 else "added_position_delete_files"
-
-    def _unchanged(self, name: str, current, version: int) -> dict[str, Any]:
-        snapshot_id = current.snapshot_id if current is not None else None
-        return {
-            "table": name, "format_version": version, "dry_run": bool(self.dry_run),
-            "snapshot_id_before": snapshot_id, "converted_snapshot_id": snapshot_id, "committed_snapshot_ids": [],
-            "snapshot_id_after": snapshot_id, "converted_equality_delete_files": 0, "equality_delete_records": 0,
-            "affected_data_files": 0, self._added_key(version): 0, "replaced_delete_files": 0, "deleted_rows": 0,
-            "verified": None, "attempts": [],
-        }
-
-    def _recovered(self, name: str, table, version: int, commits: list[Any]) -> dict[str, Any]:
-        """The earlier try's result, rebuilt from its commit's summary (no JVM)."""
+    def _recovered(name: str, table, version: int, commits: list[Any]) -> ConvertEqualityDeletesResult:
+        """The earlier try's result, rebuilt from its commits' summaries (no JVM)."""
         first, last = commits[0], commits[-1]
-        parent = table.snapshot_by_id(first.parent_snapshot_id) if first.parent_snapshot_id else None
         added = "added-dvs" if version >= 3 else "added-position-delete-files"
         replaced = "removed-dvs" if version >= 3 else "removed-position-delete-files"
-        return {
-            **self._unchanged(name, parent, version),
-            "committed_snapshot_ids": [s.snapshot_id for s in commits],
-            "snapshot_id_after": last.snapshot_id,
-            "converted_equality_delete_files": sum(summary_int(s, "removed-equality-delete-files") for s in commits),
-            "equality_delete_records": sum(summary_int(s, "removed-equality-deletes") for s in commits),
-            self._added_key(version): sum(summary_int(s, added) for s in commits),
-            "replaced_delete_files": sum(summary_int(s, replaced) for s in commits),
-            "deleted_rows": sum(summary_int(s, "added-position-deletes") for s in commits),
-            "recovered_from_earlier_try": True,
-        }
+        parent = table.snapshot_by_id(first.parent_snapshot_id) if first.parent_snapshot_id else None
+        return ConvertEqualityDeletesResult.unchanged(name, version, parent.snapshot_id if parent else None).replace(
+            committed_snapshot_ids=[s.snapshot_id for s in commits],
+            snapshot_id_after=last.snapshot_id,
+            converted_equality_delete_files=sum(summary_int(s, "removed-equality-delete-files") for s in commits),
+            equality_delete_records=sum(summary_int(s, "removed-equality-deletes") for s in commits),
+            added_delete_files=sum(summary_int(s, added) for s in commits),
+            replaced_delete_files=sum(summary_int(s, replaced) for s in commits),
+            deleted_rows=sum(summary_int(s, "added-position-deletes") for s in commits),
+            recovered_from_earlier_try=True,
+        )
