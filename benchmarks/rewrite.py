@@ -19,7 +19,6 @@ from __future__ import annotations
 
 import argparse
 import tempfile
-import time
 from pathlib import Path
 
 from common import (context, lake_hook, markdown_table, private_lake, raw_spark_submit, rewrite_task_vs_raw, timed,

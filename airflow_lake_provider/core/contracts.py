@@ -98,6 +98,39 @@ def _from_json(value: Any, annotation: Any) -> Any:
     return value
 
 
+# == shared by the steps that commit ==
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class CommitRetry(Contract):
+    """The two retry fields of every job that commits beside other writers (flat keys in its args).
+
+    A commit refused because another writer changed the same files is planned again from the new
+    snapshot, at most ``max_attempts`` times, waiting ``retry_backoff_seconds`` before the first
+    retry, doubled for each further one. The operators' ``max_commit_attempts`` and
+    ``commit_retry_backoff_seconds`` default to these fields (the messages name those parameters).
+    """
+
+    most_attempts: ClassVar[int] = 10
+    longest_backoff_seconds: ClassVar[float] = 300.0
+
+    max_attempts: int = 3
+    retry_backoff_seconds: float = 2.0
+
+    def validate(self: C) -> C:
+        attempts, backoff = self.max_attempts, self.retry_backoff_seconds
+        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= self.most_attempts:
+            raise LakeConfigError(
+                f"max_commit_attempts must be a whole number from 1 to {self.most_attempts}; got {attempts!r}.")
+        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) \
+                or not 0 <= backoff <= self.longest_backoff_seconds:
+            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to "
+                                  f"{self.longest_backoff_seconds:g}; got {backoff!r}.")
+        return self
+
+
+DEFAULT_COMMIT_RETRY = CommitRetry()
+
+
 # == plan ==
 # (the plan operator's XCom: PlanResult)
 
@@ -241,8 +274,6 @@ class SparkPlanJobResult(Contract):
 #: The rewrite strategies of Iceberg's ``rewrite_data_files``.
 STRATEGIES = ("binpack", "sort", "zorder")
 _ORDER_TERM = re.compile(r"^\s*([A-Za-z_][A-Za-z0-9_]*)(?:\s+(ASC|DESC))?(?:\s+NULLS\s+(FIRST|LAST))?\s*$", re.I)
-#: Commit-retry bounds: more attempts than this only hides a writer that always conflicts.
-MAX_COMMIT_ATTEMPTS, MAX_RETRY_BACKOFF_SECONDS = 10, 300
 
 
 def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
@@ -275,8 +306,8 @@ class PlannedPartition(Contract):
     partition: dict[str, Any] = dataclasses.field(default_factory=dict)
 
 
-@dataclasses.dataclass(frozen=True)
-class RewriteJobArgs(Contract):
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RewriteJobArgs(CommitRetry):
     """What the ``rewrite`` Spark job does: compact ``partitions`` (``None``: the whole table).
 
     ``options`` are Iceberg's ``rewrite_data_files`` options as the operator settled them
@@ -302,8 +333,6 @@ class RewriteJobArgs(Contract):
     position_delete_options: dict[str, str] = dataclasses.field(default_factory=lambda: {"rewrite-all": "true"})
     rewrite_manifests: bool = False
     snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
-    max_attempts: int = 3
-    retry_backoff_seconds: float = 2.0
 
     def __post_init__(self) -> None:
         # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
@@ -330,14 +359,7 @@ class RewriteJobArgs(Contract):
                                ("max-concurrent-file-group-rewrites", "max_concurrent_file_group_rewrites")):
             if key in self.options:
                 whole_number(self.options[key], parameter, minimum=1)
-        if isinstance(self.max_attempts, bool) or not isinstance(self.max_attempts, int) \
-                or not 1 <= self.max_attempts <= MAX_COMMIT_ATTEMPTS:
-            raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to {MAX_COMMIT_ATTEMPTS}; "
-                                  f"got {self.max_attempts!r}.")
-        backoff = self.retry_backoff_seconds
-        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= MAX_RETRY_BACKOFF_SECONDS:
-            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to "
-                                  f"{MAX_RETRY_BACKOFF_SECONDS}; got {backoff!r}.")
+        CommitRetry.validate(self)
         return self
 
     def check_columns(self, table_columns: Sequence[str]) -> None:
@@ -425,35 +447,6 @@ class RewriteResult(Contract):
 # (CommitRetry, shared by every job that commits beside other writers; ExpireJobArgs, ExpiryOutcome, ExpireResult)
 
 
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class CommitRetry(Contract):
-    """The two retry fields of every job that commits beside other writers (flat keys in its args).
-
-    A commit refused because another writer changed the same files is planned again from the new
-    snapshot, at most ``max_attempts`` times, waiting ``retry_backoff_seconds`` before the first
-    retry, doubled for each further one. The operators' ``max_commit_attempts`` and
-    ``commit_retry_backoff_seconds`` default to these fields (the messages name those parameters).
-    """
-
-    most_attempts: ClassVar[int] = 10
-    longest_backoff_seconds: ClassVar[float] = 300.0
-
-    max_attempts: int = 3
-    retry_backoff_seconds: float = 2.0
-
-    def validate(self: C) -> C:
-        attempts, backoff = self.max_attempts, self.retry_backoff_seconds
-        if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= self.most_attempts:
-            raise LakeConfigError(
-                f"max_commit_attempts must be a whole number from 1 to {self.most_attempts}; got {attempts!r}.")
-        if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) \
-                or not 0 <= backoff <= self.longest_backoff_seconds:
-            raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to "
-                                  f"{self.longest_backoff_seconds:g}; got {backoff!r}.")
-        return self
-
-
-DEFAULT_COMMIT_RETRY = CommitRetry()
 
 
 def _check_snapshot_ids(what: str, **lists: Any) -> None:

@@ -20,7 +20,10 @@ from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
 from airflow_lake_provider.core.partitions import partition_id, partition_values
-from airflow_lake_provider.core.planning import MIN_FILE_SIZE_DEFAULT_RATIO, table_file_sizes
+from airflow_lake_provider.core.planning import (
+    MIN_FILE_SIZE_DEFAULT_RATIO,
+    table_file_sizes,
+)
 from airflow_lake_provider.exceptions import LakeConfigError
 
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's history.expire.max-snapshot-age-ms

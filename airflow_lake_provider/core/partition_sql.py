@@ -60,8 +60,25 @@ def _definite(sql: str) -> str:
 def to_spark_sql(expr: Any) -> str:
     """A (projected, unbound) PyIceberg expression over partition fields as a Spark SQL predicate."""
     from pyiceberg.expressions import (
-        AlwaysFalse, AlwaysTrue, And, EqualTo, GreaterThan, GreaterThanOrEqual, In, IsNaN, IsNull,
-        LessThan, LessThanOrEqual, Not, NotEqualTo, NotIn, NotNaN, NotNull, NotStartsWith, Or, StartsWith,
+        AlwaysFalse,
+        AlwaysTrue,
+        And,
+        EqualTo,
+        GreaterThan,
+        GreaterThanOrEqual,
+        In,
+        IsNaN,
+        IsNull,
+        LessThan,
+        LessThanOrEqual,
+        Not,
+        NotEqualTo,
+        NotIn,
+        NotNaN,
+        NotNull,
+        NotStartsWith,
+        Or,
+        StartsWith,
     )
 
     if isinstance(expr, AlwaysTrue):

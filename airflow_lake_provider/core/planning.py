@@ -34,9 +34,22 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
 from typing import Any, NamedTuple
 
-from airflow_lake_provider.core.contracts import PlanBudget, PlanGroup, PlanResult, PlanTotals
-from airflow_lake_provider.core.partitions import partition_id, partition_key, partition_values
-from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused, LakeSnapshotError
+from airflow_lake_provider.core.contracts import (
+    PlanBudget,
+    PlanGroup,
+    PlanResult,
+    PlanTotals,
+)
+from airflow_lake_provider.core.partitions import (
+    partition_id,
+    partition_key,
+    partition_values,
+)
+from airflow_lake_provider.exceptions import (
+    LakeConfigError,
+    LakePlanRefused,
+    LakeSnapshotError,
+)
 
 #: Iceberg's ``TableProperties.WRITE_TARGET_FILE_SIZE_BYTES(_DEFAULT)``.
 WRITE_TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"

@@ -953,7 +953,9 @@ def history_from_table(table: Any, *, with_changed_partitions: bool = False) -> 
 
 def _changed_partitions(table: Any, snapshot: Any, specs: Mapping[int, Any]) -> frozenset[str]:
     """Partition keys of the files ``snapshot`` added or removed (data and delete files alike)."""
-    from pyiceberg.manifest import ManifestEntryStatus  # only here: the rest of the module is pure
+    from pyiceberg.manifest import (
+        ManifestEntryStatus,  # only here: the rest of the module is pure
+    )
 
     changed: set[str] = set()
     for manifest in snapshot.manifests(table.io):

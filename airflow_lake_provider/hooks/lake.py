@@ -19,14 +19,22 @@ from typing import Any
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
 
-from airflow_lake_provider.catalog_config import CATALOG_KINDS, CatalogConfig, is_s3_location
-from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
+from airflow_lake_provider.catalog_config import (
+    CATALOG_KINDS,
+    CatalogConfig,
+    is_s3_location,
+)
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
 from airflow_lake_provider.preflight import (
-    check_readable, check_s3_bucket, describe_catalog_error, describe_storage_error, pyiceberg_properties,
+    check_readable,
+    check_s3_bucket,
+    describe_catalog_error,
+    describe_storage_error,
+    pyiceberg_properties,
 )
 
 _INSTALL_HINT = {
@@ -236,6 +244,8 @@ class IcebergLakeHook(BaseHook):
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
         """Form layout for Airflow versions that still read it from the hook."""
-        from airflow_lake_provider.get_provider_info import CONNECTION_UI_FIELD_BEHAVIOUR
+        from airflow_lake_provider.get_provider_info import (
+            CONNECTION_UI_FIELD_BEHAVIOUR,
+        )
 
         return CONNECTION_UI_FIELD_BEHAVIOUR

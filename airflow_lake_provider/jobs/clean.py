@@ -14,7 +14,11 @@ from __future__ import annotations
 
 from typing import Any
 
-from airflow_lake_provider.core.contracts import CleanJobArgs, CleanJobResult, ExpiryOutcome
+from airflow_lake_provider.core.contracts import (
+    CleanJobArgs,
+    CleanJobResult,
+    ExpiryOutcome,
+)
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
 

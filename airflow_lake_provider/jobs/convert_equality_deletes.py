@@ -42,7 +42,10 @@ import uuid
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake_provider.core.contracts import ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult
+from airflow_lake_provider.core.contracts import (
+    ConvertEqualityDeletesJobArgs,
+    ConvertEqualityDeletesResult,
+)
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
 

@@ -21,7 +21,11 @@ def _load_spec(path: str) -> dict:
 def main(argv: list[str]) -> int:
     # Imported here so a missing package is reported through the result file like any failure.
     from airflow_lake_provider.jobs import JOB_NAMES
-    from airflow_lake_provider.jobs.results import RESULT_MARKER, describe_failure, write_result
+    from airflow_lake_provider.jobs.results import (
+        RESULT_MARKER,
+        describe_failure,
+        write_result,
+    )
     from airflow_lake_provider.jobs.session import build_session
 
     spec = _load_spec(argv[1])

@@ -40,7 +40,6 @@ from dataclasses import replace
 from functools import partial
 from typing import Any
 
-from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.core.contracts import SparkPlanJobArgs, SparkPlanJobResult
 from airflow_lake_provider.core.partitions import partition_values
 from airflow_lake_provider.core.planning import (
@@ -51,6 +50,7 @@ from airflow_lake_provider.core.planning import (
     plan_document,
     plan_rewrite,
 )
+from airflow_lake_provider.jobs import iceberg
 
 # Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
 DELETE_FILE_PATH_FIELD_ID = 2147483546

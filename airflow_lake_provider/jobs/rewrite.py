@@ -21,7 +21,12 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.core.contracts import PlannedPartition, RewriteJobArgs, RewriteResult, parse_sort_order
+from airflow_lake_provider.core.contracts import (
+    PlannedPartition,
+    RewriteJobArgs,
+    RewriteResult,
+    parse_sort_order,
+)
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
 

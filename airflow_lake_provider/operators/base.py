@@ -9,13 +9,12 @@ from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_lake_provider.core.coercion import coerce_attributes, flag, snapshot_ids
-from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.core.coercion import coerce_attributes, snapshot_ids
+from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.snapshots import describe_change, table_state
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.links import SparkHistoryLink
-from airflow_lake_provider.core.snapshots import describe_change, table_state
 
 # Snapshot summary properties naming the Airflow run that made a commit. A retried task finds
 # its own earlier commit by them instead of doing the work twice.
@@ -34,22 +33,6 @@ def run_properties(context: Any) -> dict[str, str]:
 
 # Kept for DAGs that import it from here; the one implementation is core.coercion.snapshot_ids.
 snapshot_ids_from = snapshot_ids
-flag_from = flag  # transitional: operators move to coerce_rendered_fields()
-
-
-def commit_retry_settings(max_commit_attempts: Any, commit_retry_backoff_seconds: Any) -> dict[str, Any]:
-    """The job args for retrying a conflicting commit, checked (templated values arrive as text)."""
-    attempts, backoff = max_commit_attempts, commit_retry_backoff_seconds
-    try:
-        attempts = int(attempts) if isinstance(attempts, str) else attempts
-        backoff = float(backoff) if isinstance(backoff, str) else backoff
-    except ValueError:
-        pass
-    if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= 10:
-        raise LakeConfigError(f"max_commit_attempts must be a whole number from 1 to 10; got {attempts!r}.")
-    if isinstance(backoff, bool) or not isinstance(backoff, (int, float)) or not 0 <= backoff <= 300:
-        raise LakeConfigError(f"commit_retry_backoff_seconds must be a number of seconds from 0 to 300; got {backoff!r}.")
-    return {"max_attempts": attempts, "retry_backoff_seconds": float(backoff)}
 
 
 @cache

@@ -7,7 +7,12 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.core.contracts import CleanJobArgs, CleanJobResult, CleanResult, ExpireResult
+from airflow_lake_provider.core.contracts import (
+    CleanJobArgs,
+    CleanJobResult,
+    CleanResult,
+    ExpireResult,
+)
 from airflow_lake_provider.core.retention import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,

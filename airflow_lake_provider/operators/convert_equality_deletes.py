@@ -12,7 +12,11 @@ from airflow_lake_provider.core.contracts import (
     ConvertEqualityDeletesResult,
 )
 from airflow_lake_provider.core.snapshots import (
-    commits_tagged, has_equality_deletes, require_in_lineage, summary_int, table_state,
+    commits_tagged,
+    has_equality_deletes,
+    require_in_lineage,
+    summary_int,
+    table_state,
 )
 from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties

@@ -8,8 +8,17 @@ from datetime import date, timedelta
 from typing import Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.core.contracts import ExpireJobArgs, ExpireResult, ExpiryOutcome
-from airflow_lake_provider.core.retention import ExpirySettings, history_from_table, parse_older_than, resolve_expiry
+from airflow_lake_provider.core.contracts import (
+    ExpireJobArgs,
+    ExpireResult,
+    ExpiryOutcome,
+)
+from airflow_lake_provider.core.retention import (
+    ExpirySettings,
+    history_from_table,
+    parse_older_than,
+    resolve_expiry,
+)
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 

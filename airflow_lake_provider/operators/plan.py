@@ -9,16 +9,27 @@ from typing import Any
 from airflow.sdk.bases.skipmixin import SkipMixin
 
 from airflow_lake_provider.core.contracts import (
-    PartitionPredicates, PlanResult, PlanScope, SparkPlanJobArgs, SparkPlanJobResult,
+    PartitionPredicates,
+    PlanResult,
+    PlanScope,
+    SparkPlanJobArgs,
+    SparkPlanJobResult,
 )
-from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.core.partition_sql import spark_partition_predicates
 from airflow_lake_provider.core.planning import (
-    RewriteOptions, equality_deletes_refusal, parse_partition_filter, plan_table,
+    RewriteOptions,
+    equality_deletes_refusal,
+    parse_partition_filter,
+    plan_table,
 )
-from airflow_lake_provider.core.scoping import combine_filters, interval_filter, partition_fields_of
+from airflow_lake_provider.core.scoping import (
+    combine_filters,
+    interval_filter,
+    partition_fields_of,
+)
 from airflow_lake_provider.core.snapshots import has_equality_deletes, summary_int
+from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 #: XCom key under which a refused plan leaves its message (the rewrite reads it and skips itself).
 REFUSED_XCOM_KEY = "refused"

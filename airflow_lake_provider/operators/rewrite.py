@@ -5,11 +5,22 @@ from __future__ import annotations
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.core.contracts import STRATEGIES, PlannedPartition, PlanResult, RewriteJobArgs, RewriteResult
-from airflow_lake_provider.core.planning import RewriteOptions
+from airflow_lake_provider.core.contracts import (
+    DEFAULT_COMMIT_RETRY,
+    STRATEGIES,
+    PlannedPartition,
+    PlanResult,
+    RewriteJobArgs,
+    RewriteResult,
+)
 from airflow_lake_provider.core.partitions import partition_id
+from airflow_lake_provider.core.planning import RewriteOptions
 from airflow_lake_provider.core.snapshots import (
-    commits_tagged, has_equality_deletes, parent_of, require_in_lineage, table_state,
+    commits_tagged,
+    has_equality_deletes,
+    parent_of,
+    require_in_lineage,
+    table_state,
 )
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
@@ -92,8 +103,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         options: dict[str, Any] | None = None,
         fail_on_dropped_groups: bool = True,
         dry_run: bool = False,
-        max_commit_attempts: int = RewriteJobArgs.max_attempts,
-        commit_retry_backoff_seconds: float = RewriteJobArgs.retry_backoff_seconds,
+        max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts,
+        commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds,
         require_plan: bool = False,
         plan_refusal: str | None = None,
         **kwargs: Any,

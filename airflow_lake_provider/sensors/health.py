@@ -7,7 +7,10 @@ from typing import Any
 
 from airflow_lake_provider.core.health import HealthThresholds, parse_thresholds
 from airflow_lake_provider.sensors import LakeSensor
-from airflow_lake_provider.triggers.health import DEFAULT_MAX_PARTITIONS, IcebergTableHealthTrigger
+from airflow_lake_provider.triggers.health import (
+    DEFAULT_MAX_PARTITIONS,
+    IcebergTableHealthTrigger,
+)
 
 
 class IcebergTableHealthSensor(LakeSensor):

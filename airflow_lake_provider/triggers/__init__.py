@@ -21,8 +21,8 @@ from typing import Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
-from airflow_lake_provider.exceptions import LakeTableNotFound
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.exceptions import LakeTableNotFound
 
 DEFAULT_POLL_INTERVAL = 60.0
 

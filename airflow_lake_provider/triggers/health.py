@@ -5,7 +5,11 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_lake_provider.core.health import HealthThresholds, table_health
-from airflow_lake_provider.triggers import DEFAULT_POLL_INTERVAL, LakePollingTrigger, Probe
+from airflow_lake_provider.triggers import (
+    DEFAULT_POLL_INTERVAL,
+    LakePollingTrigger,
+    Probe,
+)
 
 DEFAULT_MAX_PARTITIONS = 20
 

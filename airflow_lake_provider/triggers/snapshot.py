@@ -6,7 +6,11 @@ from typing import Any
 
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
-from airflow_lake_provider.triggers import DEFAULT_POLL_INTERVAL, LakePollingTrigger, Probe
+from airflow_lake_provider.triggers import (
+    DEFAULT_POLL_INTERVAL,
+    LakePollingTrigger,
+    Probe,
+)
 
 
 def parse_snapshot_id(value: Any) -> int | None:
