@@ -16,6 +16,7 @@ import json
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from functools import cache
 from typing import Any, NewType, Union
 
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -207,3 +208,27 @@ def coerce_attributes(obj: Any, names: Sequence[str], hints: Mapping[str, Any]) 
     for name in names:
         if name in hints and hasattr(obj, name):
             setattr(obj, name, coerce(getattr(obj, name), hints[name], what=name))
+
+
+@cache
+def init_type_hints(cls: type) -> dict[str, Any]:
+    """The ``__init__`` parameter annotations of ``cls`` and of its bases in this package, resolved.
+
+    Airflow's own classes are left out: their annotations may name types only imported for type
+    checking, and their fields are not ours to coerce.
+    """
+    hints: dict[str, Any] = {}
+    for klass in reversed(cls.__mro__):
+        if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
+            hints.update(typing.get_type_hints(klass.__init__))
+    hints.pop("return", None)
+    return hints
+
+
+def coerce_rendered_fields(task: Any) -> None:
+    """Coerce ``task``'s templated fields (``template_fields``) by its ``__init__`` annotations, in place.
+
+    The first line of every operator's ``execute`` and of every sensor's wait: a templated
+    ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
+    """
+    coerce_attributes(task, task.template_fields, init_type_hints(type(task)))

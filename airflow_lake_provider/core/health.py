@@ -19,6 +19,8 @@ import time
 from dataclasses import asdict, dataclass, field, fields
 from typing import Any
 
+from airflow_lake_provider.core.coercion import is_none, whole_number
+from airflow_lake_provider.core.coercion import number as coerced_number
 from airflow_lake_provider.core.partitions import partition_id, partition_values
 from airflow_lake_provider.core.planning import (
     MIN_FILE_SIZE_DEFAULT_RATIO,
@@ -336,23 +338,17 @@ _THRESHOLDS = {
 def check_threshold(name: str, value: Any) -> int | float:
     """One threshold, coerced from a rendered template if need be, or :class:`LakeConfigError`."""
     kind, lowest, highest, _, _ = _THRESHOLDS[name]
-    number: int | float
+    wanted = {"count": "a whole number", "ratio": "a number between 0 and 1", "score": "a number from 0 to 100"}
+    refusal = LakeConfigError(f"{name} must be {wanted[kind]}; got {value!r}.")
     try:
-        if isinstance(value, bool):
-            raise ValueError
-        if kind == "count":
-            if isinstance(value, float) and not value.is_integer():
-                raise ValueError
-            number = int(value.strip()) if isinstance(value, str) else int(value)
-        else:
-            number = float(value)
-            if not math.isfinite(number):
-                raise ValueError
-            if kind == "score" and number.is_integer():
-                number = int(number)
-    except (TypeError, ValueError):
-        wanted = {"count": "a whole number", "ratio": "a number between 0 and 1", "score": "a number from 0 to 100"}
-        raise LakeConfigError(f"{name} must be {wanted[kind]}; got {value!r}.") from None
+        number = whole_number(value, name) if kind == "count" else coerced_number(value, name)
+    except LakeConfigError:
+        raise refusal from None
+    if kind != "count":
+        if not math.isfinite(number):
+            raise refusal
+        if kind == "score" and float(number).is_integer():
+            number = int(number)
     if kind == "ratio" and not lowest < number <= highest:
         raise LakeConfigError(
             f"{name} must be a ratio above 0 and at most 1 (delete records per data record, e.g. 0.05 for 5%); "
@@ -373,7 +369,7 @@ def parse_thresholds(values: dict[str, Any], *, keep_strings: bool = False) -> d
     unknown = set(values) - set(_THRESHOLDS)
     if unknown:
         raise LakeConfigError(f"Unknown thresholds {sorted(unknown)}; expected {', '.join(_THRESHOLDS)}.")
-    given = {k: v for k, v in values.items() if v is not None and not (isinstance(v, str) and v in ("", "None"))}
+    given = {k: v for k, v in values.items() if not is_none(v)}
     if not given:
         raise LakeConfigError(
             f"Give at least one threshold ({', '.join(_THRESHOLDS)}): the table counts as needing "

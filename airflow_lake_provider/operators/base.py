@@ -2,14 +2,13 @@
 
 from __future__ import annotations
 
-import typing
 from collections.abc import Sequence
-from functools import cache, cached_property
+from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
 
-from airflow_lake_provider.core.coercion import coerce_attributes, snapshot_ids
+from airflow_lake_provider.core.coercion import coerce_rendered_fields, snapshot_ids
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.snapshots import describe_change, table_state
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
@@ -33,17 +32,6 @@ def run_properties(context: Any) -> dict[str, str]:
 
 # Kept for DAGs that import it from here; the one implementation is core.coercion.snapshot_ids.
 snapshot_ids_from = snapshot_ids
-
-
-@cache
-def init_type_hints(cls: type) -> dict[str, typing.Any]:
-    """The ``__init__`` parameter annotations of ``cls`` and of its bases in this package, resolved."""
-    hints: dict[str, typing.Any] = {}
-    for klass in reversed(cls.__mro__):
-        if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
-            hints.update(typing.get_type_hints(klass.__init__))
-    hints.pop("return", None)
-    return hints
 
 
 class LakeMaintenanceOperator(BaseOperator):
@@ -104,7 +92,7 @@ class LakeMaintenanceOperator(BaseOperator):
         The one place rendered text is read (:mod:`airflow_lake_provider.core.coercion`): a
         templated ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
         """
-        coerce_attributes(self, self.template_fields, init_type_hints(type(self)))
+        coerce_rendered_fields(self)
 
     @cached_property
     def lake_hook(self) -> IcebergLakeHook:

@@ -14,6 +14,7 @@ from airflow_lake_provider.core.contracts import (
 from airflow_lake_provider.core.snapshots import (
     commits_tagged,
     has_equality_deletes,
+    parent_of,
     require_in_lineage,
     summary_int,
     table_state,
@@ -124,7 +125,7 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
         first, last = commits[0], commits[-1]
         added = "added-dvs" if version >= 3 else "added-position-delete-files"
         replaced = "removed-dvs" if version >= 3 else "removed-position-delete-files"
-        parent = table.snapshot_by_id(first.parent_snapshot_id) if first.parent_snapshot_id else None
+        parent = parent_of(table, first)
         return ConvertEqualityDeletesResult.unchanged(name, version, parent.snapshot_id if parent else None).replace(
             committed_snapshot_ids=[s.snapshot_id for s in commits],
             snapshot_id_after=last.snapshot_id,

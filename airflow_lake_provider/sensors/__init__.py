@@ -17,6 +17,7 @@ from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
 from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
+from airflow_lake_provider.core.coercion import coerce_rendered_fields
 from airflow_lake_provider.triggers import LakePollingTrigger
 
 # The task's own deferral timeout is this much later than the trigger's deadline, so the
@@ -68,6 +69,7 @@ class LakeSensor(BaseSensorOperator):
         return PokeReturnValue(is_done=probe.done, xcom_value=probe.value)
 
     def execute(self, context: Any) -> Any:
+        coerce_rendered_fields(self)
         if not self.deferrable:
             try:
                 return super().execute(context)

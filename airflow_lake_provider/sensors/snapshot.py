@@ -41,7 +41,7 @@ class IcebergSnapshotSensor(LakeSensor):
     def __init__(
         self,
         *,
-        after_snapshot_id: int | str | None = None,
+        after_snapshot_id: int | None = None,
         summary_properties: dict[str, Any] | None = None,
         branch: str = "main",
         **kwargs: Any,

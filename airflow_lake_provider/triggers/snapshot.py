@@ -4,6 +4,7 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.coercion import is_none, mapping, whole_number
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
 from airflow_lake_provider.triggers import (
@@ -15,14 +16,13 @@ from airflow_lake_provider.triggers import (
 
 def parse_snapshot_id(value: Any) -> int | None:
     """A snapshot ID from a literal or a rendered template (``None``, ``""`` and ``"None"``: none)."""
-    if value is None or (isinstance(value, str) and value.strip() in ("", "None")):
+    if is_none(value):
         return None
-    if isinstance(value, bool):
-        raise LakeConfigError(f"after_snapshot_id must be a snapshot ID (a 64-bit integer); got {value!r}.")
-    if isinstance(value, int):
-        return value
-    if isinstance(value, str) and value.strip().lstrip("-").isdigit():
-        return int(value.strip())
+    if isinstance(value, (int, str)) and not isinstance(value, bool):
+        try:
+            return whole_number(value, "after_snapshot_id")
+        except LakeConfigError:
+            pass
     raise LakeConfigError(
         f"after_snapshot_id must be a snapshot ID (a 64-bit integer); got {value!r}. From a step's result, "
         "pull the ID itself, e.g. \"{{ ti.xcom_pull(task_ids='rewrite')['snapshot_id_after'] }}\"."
@@ -31,14 +31,16 @@ def parse_snapshot_id(value: Any) -> int | None:
 
 def parse_summary_properties(value: Any) -> dict[str, str]:
     """Summary properties to match, as strings (snapshot summaries hold strings only)."""
-    if value is None or value == "" or value == "None":
+    if is_none(value):
         return {}
-    if not isinstance(value, dict):
+    try:
+        properties = mapping(value, "summary_properties")
+    except LakeConfigError:
         raise LakeConfigError(
             f"summary_properties must be a dict of snapshot summary properties, e.g. "
             f"{{'airflow.run-id': '...'}}; got {type(value).__name__}."
-        )
-    return {str(k): str(v) for k, v in value.items()}
+        ) from None
+    return {str(k): str(v) for k, v in properties.items()}
 
 
 def snapshot_record(snapshot: Any, *, table_name: str, branch: str) -> dict[str, Any]:
