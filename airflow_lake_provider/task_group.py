@@ -13,6 +13,7 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg, task
 
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.clean import DEFAULT_ORPHAN_OLDER_THAN_HOURS, IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
@@ -141,14 +142,17 @@ def lake_maintenance_group(
         this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
     :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
     """
+    templated = "{{" in table
     if group_id is None:
-        if "{" in table:
-            raise ValueError("lake_maintenance_group: give a group_id when the table is a template "
-                             f"({table!r}): the group's id cannot be derived from it.")
+        if templated:
+            raise LakeConfigError(f"lake_maintenance_group: give a group_id; the table {table!r} is a template, "
+                                  "so the group's id cannot be derived from it.")
         group_id = table.replace(".", "_")
+    if tooltip is None:
+        tooltip = "plan >> rewrite >> expire >> clean" + ("" if templated else f" {table}")
     common = {"table": table, "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id, **operator_kwargs}
     with LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id,
-                              tooltip=tooltip or f"plan >> rewrite >> expire >> clean {table}") as group:
+                              tooltip=tooltip) as group:
         plan = IcebergRewritePlanOperator(
             task_id=PLAN, **common, pre_execute=_mark_not_refused,
             **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,

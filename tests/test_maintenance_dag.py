@@ -16,6 +16,32 @@ from lake_checks import FakeTaskInstance, files_on_disk, live_file_paths, live_f
 pytestmark = pytest.mark.spark_submit
 
 
+def test_the_group_wires_each_step_to_its_own_groups_tasks():
+    """No Spark: the task ids, edges and XComArgs of two groups, one nested, and the shipped DAG's ids."""
+    from airflow.sdk import DAG, TaskGroup
+
+    from airflow_lake_provider.exceptions import LakeConfigError
+    from airflow_lake_provider.task_group import lake_maintenance_group
+
+    with DAG("two_groups", schedule=None) as dag:
+        first = lake_maintenance_group(table="db.events")
+        with TaskGroup("outer"):
+            second = lake_maintenance_group(table="{{ params.t }}", group_id="orders")
+        with pytest.raises(LakeConfigError, match="give a group_id"):
+            lake_maintenance_group(table="{{ params.t }}")
+    assert first.group_id == "db_events" and second.rewrite.task_id == "outer.orders.rewrite"
+    for group in (first, second):
+        assert group.rewrite.plan.operator is group.plan
+        assert group.rewrite.plan_refusal.operator is group.plan and group.rewrite.plan_refusal.key == "refused"
+        assert group.expire.protected_snapshot_ids.operator is group.rewrite
+        assert [arg.operator for arg in group.clean.protected_snapshot_ids] == [group.rewrite, group.expire]
+        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id}
+        assert group.plan_failed.op_kwargs["plan_task_id"] == group.plan.task_id
+    assert len(dag.task_ids) == 10
+    shipped = load_dag("lake_maintenance.py", "lake_maintenance")
+    assert set(shipped.task_ids) == {"plan", "rewrite", "expire", "clean", "plan_failed"}
+
+
 PROTECTED = "protected (pending work of an upstream task)"
 
 
