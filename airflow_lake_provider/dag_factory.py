@@ -14,12 +14,9 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
-from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
-from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
-from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from airflow_lake_provider.core.retention import CleanPolicy
 from airflow_lake_provider.core.scoping import before_first_day
+from airflow_lake_provider.task_group import LakeMaintenanceGroup, lake_maintenance_group
 
 #: Airflow's own start date of the maintenance DAGs. Airflow creates no task for a manual run
 #: dated before a DAG's start date (the run "succeeds" with nothing run), so it lies far back:
@@ -128,57 +125,31 @@ def maintenance_chain(
     lake_conn_id: str = "lake_default",
     spark_conn_id: str = "spark_default",
     cleanup_trigger_rule: str = "none_failed",
-) -> tuple[IcebergRewritePlanOperator, IcebergRewriteDataFilesOperator, IcebergExpireSnapshotsOperator,
-           IcebergCleanPolicyOperator]:
+) -> LakeMaintenanceGroup:
     """``plan >> rewrite >> expire >> clean`` in the DAG being defined, set from its params form.
 
-    Snapshot IDs flow through XCom: the rewrite checks the plan's snapshot is still in the
-    lineage, expiry and clean never remove what the rewrite (and expiry) left: the state it
-    produced and its last commit (see ``snapshot_ids_from``), so the files its earlier commit
-    still referenced (the old delete files) are reclaimed in the same run. Expiry and
-    clean run after a skipped rewrite (nothing to compact) under ``cleanup_trigger_rule``.
-    A refused plan (``LakePlanRefused``: the table holds something that cannot be planned as
-    asked) fails the plan task, the rewrite skips itself, expiry and clean still run, and a
-    ``plan_failed`` task fails the run so the refusal is seen.
-    Returns the four tasks, for DAGs that put something in front of them.
+    The group of :func:`~airflow_lake_provider.task_group.lake_maintenance_group` (its wiring is
+    described there), every option a ``{{ params.x }}`` of :func:`maintenance_params`. Its task
+    ids are ``plan``, ``rewrite``, ``expire``, ``clean`` and ``plan_failed`` without a prefix,
+    as before the group existed: users' REST calls, log links and alerts keep working. Returns
+    the group (``group.plan`` etc.), for DAGs that put something in front of it.
     """
-    common = {"table": "{{ params.table }}", "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id}
-    plan = IcebergRewritePlanOperator(
-        task_id="plan", **common,
+    return lake_maintenance_group(
+        table="{{ params.table }}", group_id="lake_maintenance", prefix_group_id=False,
+        lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id, cleanup_trigger_rule=cleanup_trigger_rule,
         target_file_size_bytes="{{ params.target_file_size_bytes }}",
         min_input_files="{{ params.min_input_files }}",
         partition_filter="{{ params.partition_filter }}",
-    )
-    rewrite = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", **common, plan=plan.output, strategy="{{ params.strategy }}",
-        sort_order="{{ params.sort_order }}", zorder_columns="{{ params.zorder_columns }}",
-        rewrite_position_deletes=True, dry_run="{{ params.dry_run }}",
-        # Runs after a failed plan too: skips itself when the plan was refused, fails otherwise.
-        require_plan=True, plan_refusal=f"{{{{ ti.xcom_pull(task_ids='plan', key='{REFUSED_XCOM_KEY}') }}}}",
-        trigger_rule="none_skipped",
-    )
-    expire = IcebergExpireSnapshotsOperator(
-        task_id="expire", **common,
+        strategy="{{ params.strategy }}", sort_order="{{ params.sort_order }}",
+        zorder_columns="{{ params.zorder_columns }}",
         override_table_retention="{{ params.override_table_retention }}",
         older_than=OLDER_THAN_FROM_PARAMS,
         retain_last="{{ params.retain_last }}",
-        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite')] }}",
-        dry_run="{{ params.dry_run }}",
-        trigger_rule=cleanup_trigger_rule,
-    )
-    clean = IcebergCleanPolicyOperator(
-        task_id="clean", **common,
-        policy="{{ params.clean_policy }}",
-        retained="{{ params.clean_retained }}",
-        override_table_retention="{{ params.override_table_retention }}",
-        protected_snapshot_ids="{{ [ti.xcom_pull(task_ids='rewrite'), ti.xcom_pull(task_ids='expire')] }}",
+        clean_policy="{{ params.clean_policy }}",
+        clean_retained="{{ params.clean_retained }}",
         orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
         dry_run="{{ params.dry_run }}",
-        trigger_rule=cleanup_trigger_rule,
     )
-    plan >> rewrite >> expire >> clean
-    plan >> _plan_failed()
-    return plan, rewrite, expire, clean
 
 
 def first_day_check(first_day: dt.datetime, *, setting: str):
@@ -196,14 +167,6 @@ def first_day_check(first_day: dt.datetime, *, setting: str):
             raise LakeConfigError(refusal)
 
     return check_interval()
-
-
-@task(task_id="plan_failed", trigger_rule="one_failed", retries=0)
-def _plan_failed(ti=None) -> None:
-    """Fail the run when the plan failed, also when expiry and clean ran after it: never a green run."""
-    refusal = ti.xcom_pull(task_ids="plan", key=REFUSED_XCOM_KEY)
-    raise RuntimeError(f"The plan was refused: {refusal} Expiry and clean ran." if refusal
-                       else "The plan task failed; its log says why.")
 
 
 def build_maintenance_dag(
@@ -233,7 +196,7 @@ def build_maintenance_dag(
         params=maintenance_params(table_default),
         **dag_kwargs,
     ) as dag:
-        plan, *_ = maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
+        maintenance = maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
         if first_day is not None:
-            first_day_check(first_day, setting=first_day_setting) >> plan
+            first_day_check(first_day, setting=first_day_setting) >> maintenance
     return dag

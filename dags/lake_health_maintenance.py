@@ -74,6 +74,7 @@ with DAG(
     )
     # Expiry and clean also run when the sensor fired but the plan found nothing to compact (a
     # long snapshot history alone can be the reason), and are skipped with a skipped sensor.
-    plan, rewrite, expire, clean = maintenance_chain(cleanup_trigger_rule="none_failed_min_one_success")
-    wait_for_health >> plan
-    wait_for_health >> [expire, clean]  # direct edges: what makes the trigger rule above see the sensor
+    maintenance = maintenance_chain(cleanup_trigger_rule="none_failed_min_one_success")
+    wait_for_health >> maintenance
+    # Direct edges: what makes the trigger rule above see the sensor.
+    wait_for_health >> [maintenance.expire, maintenance.clean]

@@ -8,6 +8,7 @@ import re
 import pytest
 
 from demo_data import create_events_table
+from airflow_lake_provider.core.coercion import snapshot_ids
 from airflow_lake_provider.links import SparkHistoryLink
 from conftest import load_dag
 from lake_checks import FakeTaskInstance, files_on_disk, live_file_paths, live_files, table_fingerprint
@@ -15,24 +16,68 @@ from lake_checks import FakeTaskInstance, files_on_disk, live_file_paths, live_f
 pytestmark = pytest.mark.spark_submit
 
 
-def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, spark, namespace):
-    name = f"{namespace}.events"
-    create_events_table(lake_hook.catalog, name, days=4, commits_per_day=30, rows_per_commit=20)
+def test_the_group_wires_each_step_to_its_own_groups_tasks():
+    """No Spark: the task ids, edges and XComArgs of two groups, one nested, and the shipped DAG's ids."""
+    from airflow.sdk import DAG, TaskGroup
+
+    from airflow_lake_provider.exceptions import LakeConfigError
+    from airflow_lake_provider.task_group import lake_maintenance_group
+
+    with DAG("two_groups", schedule=None) as dag:
+        first = lake_maintenance_group(table="db.events")
+        with TaskGroup("outer"):
+            second = lake_maintenance_group(table="{{ params.t }}", group_id="orders")
+        with pytest.raises(LakeConfigError, match="give a group_id"):
+            lake_maintenance_group(table="{{ params.t }}")
+    assert first.group_id == "db_events" and second.rewrite.task_id == "outer.orders.rewrite"
+    for group in (first, second):
+        assert group.rewrite.plan.operator is group.plan
+        assert group.rewrite.plan_refusal.operator is group.plan and group.rewrite.plan_refusal.key == "refused"
+        assert group.expire.protected_snapshot_ids.operator is group.rewrite
+        assert [arg.operator for arg in group.clean.protected_snapshot_ids] == [group.rewrite, group.expire]
+        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id}
+        assert group.plan_failed.op_kwargs["plan_task_id"] == group.plan.task_id
+    assert len(dag.task_ids) == 10
+    shipped = load_dag("lake_maintenance.py", "lake_maintenance")
+    assert set(shipped.task_ids) == {"plan", "rewrite", "expire", "clean", "plan_failed"}
+
+
+PROTECTED = "protected (pending work of an upstream task)"
+
+
+def _protected(result: dict) -> set[int]:
+    """The snapshots an expire or clean step held as protected: its ``kept`` reasons say so."""
+    return {int(sid) for sid, reason in result["kept"].items() if PROTECTED in reason}
+
+
+def test_two_groups_in_one_dag_compact_keep_rows_and_each_protect_their_own_rewrite(
+        airflow_db, lake_hook, spark, namespace):
+    """Two lake_maintenance_groups (one nested in another group) in one DAG, on two real tables.
+
+    Each group's expire and clean protect exactly their own rewrite's snapshots, wired through
+    XComArgs; with the hard-coded ``task_ids='rewrite'`` of before, neither would protect anything.
+    """
+    name, other = f"{namespace}.events", f"{namespace}.orders"
+    create_events_table(lake_hook.catalog, name, days=4, commits_per_day=10, rows_per_commit=20)
+    create_events_table(lake_hook.catalog, other, days=2, commits_per_day=6, rows_per_commit=10)
     # Merge-on-read deletes from another engine, like a real writer would leave them.
     spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 10 = 3")
     table = lake_hook.load_table(name)
     rows_before, checksum_before = table_fingerprint(table)
+    other_before = table_fingerprint(lake_hook.load_table(other))
     files_before = live_files(table)
     deletes_before = live_file_paths(table)["POSITION_DELETES"]
     snapshot_before = table.current_snapshot().snapshot_id
-    assert files_before["DATA"] == 120 and files_before["POSITION_DELETES"] > 0
+    assert files_before["DATA"] == 40 and files_before["POSITION_DELETES"] > 0
     assert deletes_before <= files_on_disk(table)
 
-    dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
-                             "clean_retained": 5, "orphan_older_than_hours": 72})
+    dag = load_dag("lake_two_tables.py", "lake_two_tables")
+    run = dag.test(run_conf={"events": name, "orders": other})
     assert run.state == "success"
-    xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
+    groups = {"events": "events.", "orders": "sales.orders."}
+    xcoms = {group: {step: run.get_task_instance(prefix + step).xcom_pull(task_ids=prefix + step)
+                     for step in ("plan", "rewrite", "expire", "clean")} for group, prefix in groups.items()}
+    xcom = xcoms["events"]
 
     table = lake_hook.load_table(name)
     files_after = live_files(table)
@@ -47,9 +92,9 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     # Snapshot IDs through XCom match the table's history.
     history = {s.snapshot_id for s in table.snapshots()}
     assert xcom["plan"]["snapshot_id"] == snapshot_before
-    assert xcom["plan"]["totals"]["files"] == 120
+    assert xcom["plan"]["totals"]["files"] == 40
     assert xcom["rewrite"]["snapshot_id_before"] == snapshot_before
-    assert xcom["rewrite"]["rewritten_data_files"] == 120 and xcom["rewrite"]["added_data_files"] == 4
+    assert xcom["rewrite"]["rewritten_data_files"] == 40 and xcom["rewrite"]["added_data_files"] == 4
     assert xcom["rewrite"]["failed_groups"] == []
     assert xcom["rewrite"]["snapshot_id_after"] in history
     # Its data commit (made before the position-delete commit, still referencing every old delete file) is
@@ -59,11 +104,11 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     assert data_commit in xcom["expire"]["expired_snapshot_ids"]
     assert table.current_snapshot().snapshot_id == xcom["rewrite"]["snapshot_id_after"]
     summary = table.snapshot_by_id(last_commit).summary
-    assert summary["airflow.dag-id"] == "lake_maintenance" and summary["airflow.task-id"] == "rewrite"
+    assert summary["airflow.dag-id"] == "lake_two_tables" and summary["airflow.task-id"] == "events.rewrite"
     # Expiry removed the old history but not what the rewrite produced.
     assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
     assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
-    assert xcom["expire"]["deleted_files"]["data_files"] == 120
+    assert xcom["expire"]["deleted_files"]["data_files"] == 40
     # One run reclaims the space: the rewritten data and delete files are gone from storage too, and
     # what is left under data/ is exactly what the current snapshot reads.
     assert xcom["expire"]["deleted_files"]["position_delete_files"] == len(deletes_before)
@@ -72,13 +117,31 @@ def test_dag_compacts_keeps_rows_and_chains_snapshot_ids(airflow_db, lake_hook, 
     assert {p for p in files_on_disk(table) if "/data/" in p} == live["DATA"] | live["POSITION_DELETES"]
     assert xcom["clean"]["orphan_file_count"] == 0
 
-    # Running it again is idempotent: nothing left to do, so no new snapshot and the same rows.
+    # The other table, in the nested group: compacted too, its rows intact.
+    orders = lake_hook.load_table(other)
+    assert xcoms["orders"]["rewrite"]["rewritten_data_files"] == 12 and live_files(orders)["DATA"] == 2
+    assert table_fingerprint(orders) == other_before
+    # Each group's expire and clean protected exactly their own rewrite's snapshots (and clean its expire's),
+    # and those are still in their own table's history after keeping only 1 snapshot of main.
+    for group, own in xcoms.items():
+        rewrite_ids = set(snapshot_ids(own["rewrite"]))
+        other_group = xcoms["orders" if group == "events" else "events"]
+        assert rewrite_ids and not rewrite_ids & set(snapshot_ids(other_group["rewrite"])), group
+        assert _protected(own["expire"]) == rewrite_ids, group
+        assert _protected(own["clean"]) == set(snapshot_ids([own["rewrite"], own["expire"]])), group
+        kept = {s.snapshot_id for s in lake_hook.load_table(own["plan"]["table"]).snapshots()}
+        assert rewrite_ids <= kept, group
+
+    # Running it again is idempotent: nothing left to do, so no new snapshot and the same rows. The skipped
+    # rewrites hand on nothing to protect (their XComArg resolves to None) and expiry and clean still run.
     history_before = [s.snapshot_id for s in table.snapshots()]
     current_before = table.current_snapshot().snapshot_id
-    again = dag.test(run_conf={"table": name, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
-                               "clean_retained": 5, "orphan_older_than_hours": 72})
+    again = dag.test(run_conf={"events": name, "orders": other})
     assert again.state == "success"
-    assert again.get_task_instance("rewrite").state == "skipped"
+    for prefix in groups.values():
+        assert again.get_task_instance(prefix + "rewrite").state == "skipped"
+        assert {again.get_task_instance(prefix + step).state for step in ("expire", "clean")} == {"success"}
+        assert not _protected(again.get_task_instance(prefix + "expire").xcom_pull(task_ids=prefix + "expire"))
     table = lake_hook.load_table(name)
     assert table.current_snapshot().snapshot_id == current_before
     assert {s.snapshot_id for s in table.snapshots()} <= set(history_before)  # expiry may still trim history

@@ -1,0 +1,181 @@
+"""``plan >> rewrite >> expire >> clean`` as one TaskGroup a DAG author drops into any DAG.
+
+Each step reads its upstream results through ``XComArg``s of the task objects of its own group
+(``plan.output``, ``XComArg(plan, key="refused")``, ``rewrite.output``, ``expire.output``), never
+through task-id strings, so the chain keeps protecting its rewrite's snapshots in any DAG: twice
+in one DAG (two tables), inside other groups, with or without the group prefix.
+See docs/task-group.md.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+from airflow.sdk import TaskGroup, XComArg, task
+
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.operators.clean import DEFAULT_ORPHAN_OLDER_THAN_HOURS, IcebergCleanPolicyOperator
+from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+#: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
+PLAN, REWRITE, EXPIRE, CLEAN, PLAN_FAILED = "plan", "rewrite", "expire", "clean", "plan_failed"
+
+
+class LakeMaintenanceGroup(TaskGroup):
+    """The TaskGroup :func:`lake_maintenance_group` builds, with its tasks by role.
+
+    A TaskGroup in every respect (``sensor >> group >> notify`` sets the edges to the plan and
+    from the group's last tasks); ``group.rewrite`` etc. give the tasks themselves, e.g. for a
+    direct edge or a ``group.rewrite.output`` read downstream.
+    """
+
+    def _task(self, label: str) -> Any:
+        return self.children[self.child_id(label)]
+
+    @property
+    def plan(self) -> IcebergRewritePlanOperator:
+        return self._task(PLAN)
+
+    @property
+    def rewrite(self) -> IcebergRewriteDataFilesOperator:
+        return self._task(REWRITE)
+
+    @property
+    def expire(self) -> IcebergExpireSnapshotsOperator:
+        return self._task(EXPIRE)
+
+    @property
+    def clean(self) -> IcebergCleanPolicyOperator:
+        return self._task(CLEAN)
+
+    @property
+    def plan_failed(self) -> Any:
+        return self._task(PLAN_FAILED)
+
+
+def _given(**options: Any) -> dict[str, Any]:
+    """The options a caller set: ``None`` leaves the operator's own default in place."""
+    return {name: value for name, value in options.items() if value is not None}
+
+
+def _mark_not_refused(context: Any) -> None:
+    """Push ``refused=""`` before the plan runs; a refusal overwrites it with its sentence.
+
+    An ``XComArg`` of a key that was never pushed does not resolve to ``None``: it raises
+    ``XComNotFound`` (airflow/sdk/definitions/xcom_arg.py, ``PlainXComArg.resolve``), and a stored
+    ``None`` reads as never pushed (airflow/sdk/execution_time/task_runner.py, ``xcom_pull``). So
+    the rewrite can read the key through ``XComArg(plan, key="refused")`` only if every plan that
+    ran pushed a value that is not ``None``. The rewrite takes ``""`` as "not refused".
+    """
+    context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value="")
+
+
+@task(task_id=PLAN_FAILED, trigger_rule="one_failed", retries=0)
+def _plan_failed(plan_task_id: str, ti=None) -> None:
+    """Fail the run when the plan failed, also when expiry and clean ran after it: never a green run.
+
+    Pulls by the plan's task id (the task object's, so its own group's plan) rather than an
+    ``XComArg``: a plan that failed before it ran pushed no ``refused`` key, and the XComArg
+    would fail this task with ``XComNotFound`` instead of the sentence below.
+    """
+    refusal = ti.xcom_pull(task_ids=plan_task_id, key=REFUSED_XCOM_KEY)
+    raise RuntimeError(f"The plan was refused: {refusal} Expiry and clean ran." if refusal
+                       else "The plan task failed; its log says why.")
+
+
+def lake_maintenance_group(
+    *,
+    table: str,
+    group_id: str | None = None,
+    prefix_group_id: bool = True,
+    lake_conn_id: str = "lake_default",
+    spark_conn_id: str = "spark_default",
+    # plan
+    target_file_size_bytes: int | None = None,
+    min_input_files: int | None = None,
+    partition_filter: str | None = None,
+    max_files: int | None = None,
+    max_bytes: int | None = None,
+    scope: str | None = None,
+    engine: str | None = None,
+    # rewrite
+    strategy: str | None = None,
+    sort_order: str | None = None,
+    zorder_columns: list[str] | None = None,
+    # expire (and clean: override_table_retention)
+    override_table_retention: bool | None = None,
+    older_than: str | None = None,
+    retain_last: int | None = None,
+    # clean
+    clean_policy: str | None = None,
+    clean_retained: int | None = None,
+    orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+    # rewrite, expire and clean
+    dry_run: bool | None = None,
+    cleanup_trigger_rule: str = "none_failed",
+    tooltip: str | None = None,
+    **operator_kwargs: Any,
+) -> LakeMaintenanceGroup:
+    """Plan, compact, expire and clean ``table`` in a TaskGroup of the DAG being defined.
+
+    Every option is templated (``"{{ params.x }}"`` works) and ``None`` means the operator's own
+    default (see each operator's docs); ``orphan_older_than_hours=None`` skips orphan removal.
+    ``operator_kwargs`` (``pool``, ``retries``, ``spark_conf``, ``deploy_mode`` ...) go to all four
+    step operators.
+
+    Wiring, all through ``XComArg``s of this group's tasks: the rewrite takes ``plan.output``
+    (it checks the planned snapshot is still in the lineage) and ``XComArg(plan, key="refused")``;
+    expire protects ``rewrite.output`` (its result state and last commit); clean protects
+    ``rewrite.output`` and ``expire.output``. A skipped rewrite (empty plan) resolves to ``None``:
+    nothing to protect. Expire and clean run after a skipped rewrite under
+    ``cleanup_trigger_rule``. A refused plan fails the plan task, the rewrite skips itself, expiry
+    and clean still run, and ``plan_failed`` fails the run so the refusal is seen.
+
+    :param table: ``namespace.table`` (templated).
+    :param group_id: the TaskGroup's id; default: the table name with ``_`` for ``.``
+        (``demo.events`` -> ``demo_events``), required when ``table`` is a template.
+    :param prefix_group_id: ``False`` keeps the task ids ``plan``, ``rewrite``, ``expire``,
+        ``clean`` (one such group per DAG): what the shipped single-table DAGs do.
+    :param older_than: with ``override_table_retention``, expire snapshots of main older than
+        this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
+    :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
+    """
+    templated = "{{" in table
+    if group_id is None:
+        if templated:
+            raise LakeConfigError(f"lake_maintenance_group: give a group_id; the table {table!r} is a template, "
+                                  "so the group's id cannot be derived from it.")
+        group_id = table.replace(".", "_")
+    if tooltip is None:
+        tooltip = "plan >> rewrite >> expire >> clean" + ("" if templated else f" {table}")
+    common = {"table": table, "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id, **operator_kwargs}
+    with LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id,
+                              tooltip=tooltip) as group:
+        plan = IcebergRewritePlanOperator(
+            task_id=PLAN, **common, pre_execute=_mark_not_refused,
+            **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,
+                     partition_filter=partition_filter, max_files=max_files, max_bytes=max_bytes, scope=scope,
+                     engine=engine),
+        )
+        rewrite = IcebergRewriteDataFilesOperator(
+            task_id=REWRITE, **common, plan=plan.output,
+            # Runs after a failed plan too: skips itself when the plan was refused, fails otherwise.
+            require_plan=True, plan_refusal=XComArg(plan, key=REFUSED_XCOM_KEY), trigger_rule="none_skipped",
+            **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
+        )
+        expire = IcebergExpireSnapshotsOperator(
+            task_id=EXPIRE, **common, protected_snapshot_ids=rewrite.output, trigger_rule=cleanup_trigger_rule,
+            **_given(override_table_retention=override_table_retention, older_than=older_than,
+                     retain_last=retain_last, dry_run=dry_run),
+        )
+        clean = IcebergCleanPolicyOperator(
+            task_id=CLEAN, **common, protected_snapshot_ids=[rewrite.output, expire.output],
+            orphan_older_than_hours=orphan_older_than_hours, trigger_rule=cleanup_trigger_rule,
+            **_given(policy=clean_policy, retained=clean_retained, override_table_retention=override_table_retention,
+                     dry_run=dry_run),
+        )
+        plan >> rewrite >> expire >> clean
+        plan >> _plan_failed(plan_task_id=plan.task_id)
+    return group
