@@ -13,10 +13,19 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Param, task
 
-from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.core.retention import CleanPolicy
+from airflow_lake_provider.core.retention import (
+    DEFAULT_CLEAN_POLICY,
+    DEFAULT_CLEAN_RETAINED,
+    DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+    ORPHAN_FLOOR_HOURS,
+    CleanPolicy,
+)
 from airflow_lake_provider.core.scoping import before_first_day
-from airflow_lake_provider.task_group import LakeMaintenanceGroup, lake_maintenance_group
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.task_group import (
+    LakeMaintenanceGroup,
+    lake_maintenance_group,
+)
 
 #: Airflow's own start date of the maintenance DAGs. Airflow creates no task for a manual run
 #: dated before a DAG's start date (the run "succeeds" with nothing run), so it lies far back:
@@ -66,18 +75,20 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
         ),
         **retention_params(),
         "clean_policy": Param(
-            CleanPolicy.KEEP_LATEST_COMMITS.value, enum=[p.value for p in CleanPolicy], title="Clean policy",
+            DEFAULT_CLEAN_POLICY.value, enum=[p.value for p in CleanPolicy], title="Clean policy",
             description="Which snapshots the clean step keeps: the last N commits, the last N versions of every "
             "partition, or everything current in the last N hours.",
         ),
         "clean_retained": Param(
-            10, type="integer", minimum=1, maximum=100000, title="Clean policy N",
+            DEFAULT_CLEAN_RETAINED, type="integer", minimum=1, maximum=100000, title="Clean policy N",
             description="N for the clean policy (commits, versions or hours). It never removes a snapshot the "
             "table's own retention keeps, unless 'Override the table's retention' is ticked.",
         ),
         "orphan_older_than_hours": Param(
-            72, type="integer", minimum=24, maximum=24 * 3650, title="Orphan files older than (hours)",
-            description="Unreferenced files younger than this are never deleted (24 h at least: writers in flight own them).",
+            DEFAULT_ORPHAN_OLDER_THAN_HOURS, type="integer", minimum=ORPHAN_FLOOR_HOURS, maximum=24 * 3650,
+            title="Orphan files older than (hours)",
+            description=f"Unreferenced files younger than this are never deleted ({ORPHAN_FLOOR_HOURS} h at least: "
+            "writers in flight own them).",
         ),
         "dry_run": Param(
             False, type="boolean", title="Dry run",

@@ -13,10 +13,14 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg, task
 
+from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.operators.clean import DEFAULT_ORPHAN_OLDER_THAN_HOURS, IcebergCleanPolicyOperator
+from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
-from airflow_lake_provider.operators.plan import REFUSED_XCOM_KEY, IcebergRewritePlanOperator
+from airflow_lake_provider.operators.plan import (
+    REFUSED_XCOM_KEY,
+    IcebergRewritePlanOperator,
+)
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
 #: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
@@ -58,18 +62,6 @@ class LakeMaintenanceGroup(TaskGroup):
 def _given(**options: Any) -> dict[str, Any]:
     """The options a caller set: ``None`` leaves the operator's own default in place."""
     return {name: value for name, value in options.items() if value is not None}
-
-
-def _mark_not_refused(context: Any) -> None:
-    """Push ``refused=""`` before the plan runs; a refusal overwrites it with its sentence.
-
-    An ``XComArg`` of a key that was never pushed does not resolve to ``None``: it raises
-    ``XComNotFound`` (airflow/sdk/definitions/xcom_arg.py, ``PlainXComArg.resolve``), and a stored
-    ``None`` reads as never pushed (airflow/sdk/execution_time/task_runner.py, ``xcom_pull``). So
-    the rewrite can read the key through ``XComArg(plan, key="refused")`` only if every plan that
-    ran pushed a value that is not ``None``. The rewrite takes ``""`` as "not refused".
-    """
-    context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value="")
 
 
 @task(task_id=PLAN_FAILED, trigger_rule="one_failed", retries=0)
@@ -154,7 +146,7 @@ def lake_maintenance_group(
     with LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id,
                               tooltip=tooltip) as group:
         plan = IcebergRewritePlanOperator(
-            task_id=PLAN, **common, pre_execute=_mark_not_refused,
+            task_id=PLAN, **common,
             **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,
                      partition_filter=partition_filter, max_files=max_files, max_bytes=max_bytes, scope=scope,
                      engine=engine),
@@ -171,7 +163,7 @@ def lake_maintenance_group(
                      retain_last=retain_last, dry_run=dry_run),
         )
         clean = IcebergCleanPolicyOperator(
-            task_id=CLEAN, **common, protected_snapshot_ids=[rewrite.output, expire.output],
+            task_id=CLEAN, **common, protected_snapshot_ids=[rewrite.output, expire.output], expire_result=expire.output,
             orphan_older_than_hours=orphan_older_than_hours, trigger_rule=cleanup_trigger_rule,
             **_given(policy=clean_policy, retained=clean_retained, override_table_retention=override_table_retention,
                      dry_run=dry_run),

@@ -10,7 +10,9 @@ copy this file and set ``schedule`` (e.g. ``"@hourly"``) and a default table.
 from airflow.sdk import DAG, Param
 
 from airflow_lake_provider.dag_factory import AIRFLOW_START_DATE, table_param
-from airflow_lake_provider.operators.convert_equality_deletes import IcebergConvertEqualityDeletesOperator
+from airflow_lake_provider.operators.convert_equality_deletes import (
+    IcebergConvertEqualityDeletesOperator,
+)
 
 with DAG(
     dag_id="lake_convert_equality_deletes",

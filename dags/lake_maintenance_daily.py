@@ -16,8 +16,8 @@ import os
 
 from airflow.sdk import CronDataIntervalTimetable
 
-from airflow_lake_provider.dag_factory import build_maintenance_dag
 from airflow_lake_provider.core.scoping import parse_first_day
+from airflow_lake_provider.dag_factory import build_maintenance_dag
 
 START_DATE_SETTING = "LAKE_DAILY_START_DATE"
 

@@ -32,7 +32,11 @@ from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 #: XCom key under which a refused plan leaves its message (the rewrite reads it and skips itself).
+#: Every plan that runs pushes it: ``""`` when not refused. An ``XComArg`` of a key never pushed
+#: raises ``XComNotFound`` instead of resolving to ``None``, and a stored ``None`` reads as never
+#: pushed (Airflow 3.1: ``PlainXComArg.resolve``, ``TaskInstance.xcom_pull``); so ``""``, not ``None``.
 REFUSED_XCOM_KEY = "refused"
+NOT_REFUSED = ""
 
 SCOPES = ("auto", "interval", "table")
 ENGINES = ("auto", "pyiceberg", "spark")
@@ -247,6 +251,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
+        context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value=NOT_REFUSED)
         try:
             return self.make_plan(context).to_json()
         except LakePlanRefused as refusal:
