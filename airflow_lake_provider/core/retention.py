@@ -33,6 +33,7 @@ from enum import Enum
 from functools import cached_property
 from typing import Any
 
+from airflow_lake_provider.core.coercion import is_none
 from airflow_lake_provider.core.partitions import partition_key, partition_values
 from airflow_lake_provider.core.snapshots import walk_lineage
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
@@ -864,9 +865,9 @@ def parse_older_than(value: Any, *, now_ms: int) -> int | None:
     if not isinstance(value, str):
         raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.")
 
-    text = value.strip()
-    if text == "" or text.lower() in ("none", "null"):
+    if is_none(value):
         return None
+    text = value.strip()
     if text.isdigit():
         return _epoch_ms(int(text), value, now_ms)
     if match := _DURATION.match(text):

@@ -11,6 +11,7 @@ from __future__ import annotations
 import datetime as dt
 from dataclasses import dataclass
 
+from airflow_lake_provider.core.coercion import is_none
 from airflow_lake_provider.exceptions import LakeConfigError
 
 TIME_TRANSFORMS = ("hour", "day", "month", "year")
@@ -103,5 +104,5 @@ def partition_fields_of(table) -> list[PartitionFieldInfo]:
 
 def combine_filters(*filters: str | None) -> str | None:
     """AND of the given filters, ignoring empty ones."""
-    present = [f"({f})" for f in filters if f and str(f).strip() and str(f) != "None"]
+    present = [f"({str(f).strip()})" for f in filters if not is_none(f)]
     return " AND ".join(present) if present else None

@@ -45,7 +45,7 @@ _INSTALL_HINT = {
 
 
 def _json_object(value: Any, field: str) -> dict[str, Any]:
-    if value in (None, ""):
+    if is_none(value):
         return {}
     if isinstance(value, str):
         try:
