@@ -41,6 +41,10 @@ os.environ.update(
     }
 )
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
+# Processes the tests start (another writer, a sensor's worker) import the sample tables as the
+# tests do (pyproject's pythonpath): scripts/ is not part of the installed package.
+os.environ["PYTHONPATH"] = os.pathsep.join(
+    p for p in (str(REPO), str(REPO / "scripts"), os.environ.get("PYTHONPATH")) if p)
 
 OUTPUT_DIR = REPO / "test-output"
 # py4j logs from __del__ at interpreter exit, after pytest closed its streams.
