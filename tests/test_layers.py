@@ -2,12 +2,11 @@
 
 from __future__ import annotations
 
-import ast
 from pathlib import Path
 
 import pytest
 
-from airflow_lake_provider.hooks.spark_job import shipped_modules
+from airflow_lake_provider.hooks.spark_job import imported_names, shipped_modules
 
 PACKAGE = Path(__file__).resolve().parents[1] / "airflow_lake_provider"
 
@@ -26,16 +25,6 @@ def _part(path: Path) -> str:
     return path.relative_to(PACKAGE).parts[0].removesuffix(".py")
 
 
-def _imports(path: Path) -> set[str]:
-    names: set[str] = set()
-    for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
-        if isinstance(node, ast.Import):
-            names |= {alias.name for alias in node.names}
-        elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
-            names.add(node.module)
-    return names
-
-
 MODULES = sorted(PACKAGE.rglob("*.py"))
 
 
@@ -43,7 +32,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 def test_every_import_points_down_the_layers(path):
     part = _part(path)
     assert part in LAYERS, f"{part} has no layer: add it to LAYERS (and to the README's layout)"
-    for name in _imports(path):
+    for name in imported_names(path):
         top = name.split(".")[0]
         assert top not in FORBIDDEN.get(part, ()), f"{path.name} ({part}) imports {name}"
         if top == "airflow_lake_provider" and name != "airflow_lake_provider":
@@ -56,4 +45,4 @@ def test_the_jobs_archive_holds_the_pure_floor_and_nothing_of_airflow():
     assert {"__init__.py", "jobs/main.py", "core/planning.py", "exceptions.py"} <= shipped
     assert not any(p.startswith(("hooks", "operators", "sensors", "triggers")) for p in shipped)
     for path in shipped_modules():
-        assert not any(n.split(".")[0] == "airflow" for n in _imports(path)), path
+        assert not any(n.split(".")[0] == "airflow" for n in imported_names(path)), path

@@ -444,9 +444,7 @@ class RewriteResult(Contract):
 
 
 # == expire ==
-# (CommitRetry, shared by every job that commits beside other writers; ExpireJobArgs, ExpiryOutcome, ExpireResult)
-
-
+# (ExpireJobArgs, ExpiryOutcome, RetentionReport, ExpireResult; CommitRetry is shared, above)
 
 
 def _check_snapshot_ids(what: str, **lists: Any) -> None:

@@ -49,6 +49,7 @@ import tempfile
 import uuid
 import zipfile
 from dataclasses import dataclass
+from functools import cached_property
 from pathlib import Path
 from typing import Any
 from urllib.parse import urlsplit
@@ -241,16 +242,26 @@ def shipped_modules() -> list[Path]:
     return sorted(found)
 
 
-def _package_imports(path: Path) -> set[str]:
-    """Names of this package's modules that ``path`` imports (at the top or inside functions)."""
+def imported_names(path: Path, *, with_imported: bool = False) -> set[str]:
+    """The modules the Python file ``path`` imports, at the top or inside functions (relative imports aside).
+
+    ``with_imported`` adds ``module.name`` for each ``from module import name``: the name may be a
+    submodule (``from airflow_lake_provider.jobs import iceberg``). Shared with the layering test.
+    """
     names: set[str] = set()
     for node in ast.walk(ast.parse(path.read_text(encoding="utf-8"))):
         if isinstance(node, ast.Import):
             names |= {alias.name for alias in node.names}
         elif isinstance(node, ast.ImportFrom) and node.module and node.level == 0:
             names.add(node.module)
-            names |= {f"{node.module}.{alias.name}" for alias in node.names}
-    return {name for name in names if name.split(".")[0] == PACKAGE_DIR.name}
+            if with_imported:
+                names |= {f"{node.module}.{alias.name}" for alias in node.names}
+    return names
+
+
+def _package_imports(path: Path) -> set[str]:
+    """Names of this package's modules (and of what is imported from them) that ``path`` imports."""
+    return {name for name in imported_names(path, with_imported=True) if name.split(".")[0] == PACKAGE_DIR.name}
 
 
 def _jobs_archive(directory: Path) -> str:
@@ -337,7 +348,7 @@ class LakeSparkJobHook(BaseHook):
     @property
     def history_server_url(self) -> str | None:
         """The Spark connection's ``history_server_url`` extra, where finished applications are browsed."""
-        url = str(self._spark_connection().extra_dejson.get("history_server_url") or "").strip()
+        url = str(self.spark_connection.extra_dejson.get("history_server_url") or "").strip()
         return url.rstrip("/") or None
 
     def application_url(self) -> str | None:
@@ -346,8 +357,13 @@ class LakeSparkJobHook(BaseHook):
         return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
     # -- where it runs ----------------------------------------------------------------------
-    def _spark_connection(self) -> Connection:
-        """The apache-spark connection; when it does not exist, :func:`local_connection` (``local[*]``)."""
+    @cached_property
+    def spark_connection(self) -> Connection:
+        """The apache-spark connection; when it does not exist, :func:`local_connection` (``local[*]``).
+
+        Looked up once per hook: the target, the submission and the history link all read it, and
+        a lookup may go to a secrets backend or the metadata database.
+        """
         try:
             return self.get_connection(self.spark_conn_id)
         except AirflowNotFoundException:
@@ -355,7 +371,7 @@ class LakeSparkJobHook(BaseHook):
 
     def resolve_target(self) -> SparkTarget:
         """The master and deploy mode, refused here when Spark could not run the job that way."""
-        conn = self._spark_connection()
+        conn = self.spark_connection
         master = self._master(conn)
         mode, source = (self.deploy_mode, "deploy_mode") if self.deploy_mode else (
             conn.extra_dejson.get("deploy-mode"), f"the deploy-mode extra of Spark connection {self.spark_conn_id!r}")
@@ -508,7 +524,7 @@ class LakeSparkJobHook(BaseHook):
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
         env = place_env_vars(target, self.env_vars, self._process_env(target, work_dir))
         hook = _SparkSubmitHook(
-            connection=self._spark_connection(),
+            connection=self.spark_connection,
             conf={**launch_conf, **env.conf},
             **artifacts,
             driver_memory=self.driver_memory,
