@@ -56,7 +56,8 @@ EXPIRE_KEYS = {"table", "snapshot_id", "retention_source", "kept", "removed", "r
 CLEAN_KEYS = {"table", "snapshot_id", "policy", "retained", "retention_source", "kept", "removed",
               "removed_ref_reasons", "planned_removals", "orphan_older_than_ms", "dry_run", "expired_snapshot_ids",
               "already_gone_snapshot_ids", "removed_refs", "would_expire_snapshot_ids", "would_remove_refs",
-              "deleted_files", "orphan_files", "orphan_file_count", "snapshot_id_after"}
+              "deleted_files", "orphan_files", "orphan_file_count", "kept_referenced", "kept_referenced_count",
+              "snapshot_id_after"}
 CONVERT_KEYS = {"table", "format_version", "dry_run", "snapshot_id_before", "converted_snapshot_id",
                 "committed_snapshot_ids", "snapshot_id_after", "converted_equality_delete_files",
                 "equality_delete_records", "affected_data_files", "replaced_delete_files", "deleted_rows", "verified",

@@ -548,6 +548,8 @@ class CleanJobArgs(ExpireJobArgs):
 
     orphan_older_than_ms: int | None = None
     dry_run: bool = False
+    # The namespaces whose tables are checked for references to this table's files (None: all).
+    reference_namespaces: list[str] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -559,6 +561,9 @@ class CleanJobResult(ExpiryOutcome):
     dry_run: bool = False
     orphan_files: list[str] = dataclasses.field(default_factory=list)  # the first ORPHAN_FILES_LISTED
     orphan_file_count: int = 0
+    # Candidates the orphan scan found but something still references: path -> why (first ORPHAN_FILES_LISTED).
+    kept_referenced: dict[str, str] = dataclasses.field(default_factory=dict)
+    kept_referenced_count: int = 0
 
     ORPHAN_FILES_LISTED: ClassVar[int] = 1000
 

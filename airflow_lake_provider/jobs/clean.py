@@ -5,9 +5,11 @@ Args: :class:`~airflow_lake_provider.core.contracts.CleanJobArgs` (the expiry, a
 :class:`~airflow_lake_provider.core.contracts.CleanJobResult`.
 
 Orphan files are files under the table location that no metadata of any snapshot, tag or
-branch references (left by failed or killed writers). Iceberg's action decides what is
-referenced; in a dry run it is given a delete function that deletes nothing, so the list it
-returns is exactly what a real run would remove.
+branch references (left by failed or killed writers). Iceberg's action lists the candidates
+(given a delete function that deletes nothing); :func:`references.never_orphans` then drops
+those something else still references (another table, the table's own metadata files and
+statistics); only the rest is taken. A dry run stops after the listing, so its list is exactly
+what a real run would take.
 """
 
 from __future__ import annotations
@@ -19,7 +21,7 @@ from airflow_lake_provider.core.contracts import (
     CleanJobResult,
     ExpiryOutcome,
 )
-from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.jobs import iceberg, references
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
 
 
@@ -52,15 +54,35 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         expiry = expire_snapshot_ids(spark, jtable, args)
 
     orphans: list[str] = []
+    kept: dict[str, str] = {}
     if args.orphan_older_than_ms is not None:
-        jtable.refresh()
-        action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(args.orphan_older_than_ms)
-        if args.dry_run:
-            action = action.deleteWith(_noop_consumer(spark))
-        orphans = sorted(str(location) for location in action.execute().orphanFileLocations())
+        candidates = orphan_candidates(spark, jtable, args.orphan_older_than_ms)
+        kept = references.never_orphans(spark, catalog, jtable, candidates,
+                                        reference_namespaces=args.reference_namespaces)
+        orphans = [path for path in candidates if path not in kept]
+        if not args.dry_run:
+            take_orphans(jtable, orphans)
+    listed = CleanJobResult.ORPHAN_FILES_LISTED
     return CleanJobResult(
         **expiry.to_json(),
         dry_run=args.dry_run,
-        orphan_files=orphans[:CleanJobResult.ORPHAN_FILES_LISTED],
+        orphan_files=orphans[:listed],
         orphan_file_count=len(orphans),
+        kept_referenced=dict(sorted(kept.items())[:listed]),
+        kept_referenced_count=len(kept),
     ).to_json()
+
+
+def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
+    """Files under the table location that no snapshot, tag or branch references, modified
+    before ``older_than_ms``: Iceberg's own listing, run with a delete function that deletes nothing."""
+    jtable.refresh()
+    action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(older_than_ms).deleteWith(_noop_consumer(spark))
+    return sorted(str(location) for location in action.execute().orphanFileLocations())
+
+
+def take_orphans(jtable, orphans: list[str]) -> None:
+    """Remove the orphan files through the table's own FileIO (the local disk, S3A, ...)."""
+    io = jtable.io()
+    for path in orphans:
+        io.deleteFile(path)

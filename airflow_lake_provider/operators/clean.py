@@ -65,6 +65,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     :param orphan_older_than_hours: the orphan floor in hours; ``None`` skips orphan removal.
     :param force_orphan_floor: allow a floor under 24 hours.
     :param dry_run: report, change nothing.
+    :param reference_namespaces: the namespaces whose tables are checked for references to this
+        table's files before an orphan is taken (templated; ``None``: every namespace of the catalog).
     :param expire_result: the expire step's result (e.g. ``expire.output``, templated), for the
         statement of what the two steps together keep; empty: the statement covers this step alone.
     """
@@ -72,7 +74,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
-        "dry_run", "expire_result",
+        "dry_run", "expire_result", "reference_namespaces",
     )
 
     def __init__(
@@ -86,6 +88,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         force_orphan_floor: bool = False,
         dry_run: bool = False,
         expire_result: dict[str, Any] | None = None,
+        reference_namespaces: list[str] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -97,6 +100,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.force_orphan_floor = force_orphan_floor
         self.dry_run = dry_run
         self.expire_result = expire_result
+        self.reference_namespaces = reference_namespaces
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
@@ -132,7 +136,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             job_args = CleanJobArgs(
                 table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
                 refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
-                orphan_older_than_ms=cutoff, dry_run=self.dry_run,
+                orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
             ).validate()
             outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
             verb = "would remove" if self.dry_run else "removed"
