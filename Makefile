@@ -5,7 +5,7 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bootstrap demo demo-cluster test test-fast bench bench-quick
+.PHONY: bootstrap demo demo-cluster test test-fast docs bench bench-quick
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -19,6 +19,11 @@ demo-cluster: bootstrap
 
 test: bootstrap
 	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+
+# The generated pages (docs/kills.md, concurrency.md, bad-inputs.md) from what the last test run
+# observed (test-output/generated/); the tests themselves never write into docs/.
+docs:
+	@$(VENV)/bin/python scripts/generate_docs.py
 
 test-fast: bootstrap
 	@$(VENV)/bin/python -m pytest -m "not spark_submit and not slow" $(PYTEST_ARGS)

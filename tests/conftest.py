@@ -19,6 +19,7 @@ import logging
 import pytest
 
 import bad_input_catalogue
+import generated_pages
 from postgres_server import CATALOG_PASSWORD, CATALOG_USER, postgres_server  # noqa: F401 - a session fixture
 
 REPO = Path(__file__).resolve().parent.parent
@@ -152,12 +153,12 @@ def bad_input():
 
 
 def pytest_sessionfinish(session, exitstatus):
-    """After a full, green run (no -k/-m, default paths), regenerate docs/bad-inputs.md."""
+    """After a full, green run (no -k/-m, default paths), save the bad inputs tried for ``make docs``."""
     config = session.config
     full_run = config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr \
         and not config.option.keyword
     if exitstatus == 0 and full_run and bad_input_catalogue.RECORDED:
-        bad_input_catalogue.write_catalogue(REPO / "docs" / "bad-inputs.md")
+        generated_pages.save("bad-inputs", bad_input_catalogue.RECORDED)
 
 
 @pytest.fixture(scope="session")

@@ -214,8 +214,38 @@ class Submission:
         return dict(self.env)
 
     def run(self) -> None:
-        """Run spark-submit in a session of its own (so a kill reaches its whole process group)."""
-        self.hook.submit(str(JOB_APPLICATION), start_new_session=True, env={**os.environ, **self.env})
+        """Run spark-submit in a session of its own (so a kill reaches its whole process group),
+        and bound to the task process's life (:func:`dies_with_task`)."""
+        self.hook.submit(str(JOB_APPLICATION), start_new_session=True, env={**os.environ, **self.env},
+                         preexec_fn=dies_with_task())
+
+
+def dies_with_task():
+    """A ``preexec_fn`` that makes spark-submit receive SIGKILL when the task process dies (Linux).
+
+    A task process that is killed outright (the OOM killer, a worker's SIGKILL) cannot run
+    ``on_kill``; its spark-submit would live on, and in client mode its driver could commit
+    after Airflow has started the retry, two runs of one step at once. With the parent-death
+    signal the JVM goes with the task, and the PySpark driver loses its gateway with it. Linux
+    only (``prctl(PR_SET_PDEATHSIG)``); elsewhere ``None``, and the old behaviour. The signal
+    follows the thread that started the process, which is the thread that waits for it.
+    """
+    if not sys.platform.startswith("linux"):
+        return None
+    import ctypes
+
+    try:
+        prctl = ctypes.CDLL(None, use_errno=True).prctl  # resolved before the fork
+    except (OSError, AttributeError):
+        return None
+    task_pid = os.getpid()
+
+    def bind_to_task() -> None:
+        prctl(1, int(signal.SIGKILL), 0, 0, 0)  # PR_SET_PDEATHSIG
+        if os.getppid() != task_pid:  # the task died between the fork and the prctl
+            os._exit(1)
+
+    return bind_to_task
 
 
 #: Pure modules the jobs import besides ``jobs/`` (no Airflow import in any of them).
