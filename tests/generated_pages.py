@@ -42,6 +42,17 @@ def load(page: str) -> dict[str, Any] | None:
     return json.loads(path.read_text()) if path.is_file() else None
 
 
+def load_all(prefix: str) -> list[dict[str, Any]]:
+    """Every record whose page name starts with ``prefix``, by name."""
+    return [json.loads(path.read_text()) for path in sorted(RECORDS_DIR.glob(f"{prefix}*.json"))]
+
+
+def save_figure(name: str, figure: str) -> Path:
+    """One sentence with a figure for the block of docs/safety.md (``safety-<name>``), e.g. from a
+    test that proves a guarantee: what it measured, and the test's name."""
+    return save(f"safety-{name}", {"figure": figure})
+
+
 def provenance(record: dict[str, Any]) -> str:
     """The line every generated page carries: which run its figures come from."""
     return f"Figures from the test run of {record['recorded_at']} on commit `{record['commit']}`."
