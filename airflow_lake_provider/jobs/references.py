@@ -14,7 +14,8 @@ candidate, :func:`never_orphans` names the candidates that are still referenced 
 
 Only the candidates are looked up: Spark reads the other tables' ``all_files`` and
 ``all_manifests`` metadata tables and keeps the rows whose file name is a candidate's, so the
-driver receives a handful of rows, not the catalog's file list. The metadata files and
+driver receives a handful of rows, not the catalog's file list (one Spark job per
+:data:`TABLES_PER_JOB` tables). The metadata files and
 statistics of each table are in its metadata, which loading it already read.
 
 A table (or namespace) that cannot be read leaves the answer unknown: then no candidate is
@@ -181,21 +182,28 @@ def _collect_matches(spark, catalog: str, idents, index: CandidateIndex):
     return [(row["table"], row["kind"], row["path"]) for row in rows]
 
 
+#: Tables read per Spark job: a union of thousands of metadata-table scans would take Spark's
+#: analyser longer than the scans themselves.
+TABLES_PER_JOB = 50
+
+
 def _match_content(spark, catalog: str, idents, index: CandidateIndex, kept: dict[str, str]) -> str | None:
     """Candidates among the other tables' data and delete files and manifests, of every snapshot.
 
-    One Spark job for all tables; if it fails, one per table, to name the table that cannot be
-    read. Returns the refusal sentence, or ``None`` when every table was read.
+    One Spark job per :data:`TABLES_PER_JOB` tables; if one fails, one per table, to name the
+    table that cannot be read. Returns the refusal sentence, or ``None`` when every table was read.
     """
-    try:
-        matches = _collect_matches(spark, catalog, idents, index)
-    except Exception:  # noqa: BLE001 - find which table
-        matches = []
-        for ident in idents:
-            try:
-                matches += _collect_matches(spark, catalog, [ident], index)
-            except Exception as error:  # noqa: BLE001
-                return unchecked(f"table {ident}", _message(error))
+    matches = []
+    for start in range(0, len(idents), TABLES_PER_JOB):
+        chunk = idents[start:start + TABLES_PER_JOB]
+        try:
+            matches += _collect_matches(spark, catalog, chunk, index)
+        except Exception:  # noqa: BLE001 - find which table
+            for ident in chunk:
+                try:
+                    matches += _collect_matches(spark, catalog, [ident], index)
+                except Exception as error:  # noqa: BLE001
+                    return unchecked(f"table {ident}", _message(error))
     for table, kind, path in matches:
         for candidate in index.match(path):
             kept.setdefault(candidate, referenced_by(table, kind))
