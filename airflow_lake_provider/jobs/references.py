@@ -82,6 +82,8 @@ def other_tables_references(spark, catalog: str, jtable, candidates: list[str],
         except Exception as error:  # noqa: BLE001 - any failure leaves the answer unknown
             refusal = unchecked(f"namespace {namespace}", _message(error))
             break
+        # The table itself is skipped by name (a name spelt otherwise only costs a needless read:
+        # its own live files are never candidates).
         tables += [ident for ident in identifiers if f"{catalog}.{ident}" != str(jtable.name())]
 
     loaded = []
@@ -105,17 +107,14 @@ def _namespaces(spark, icatalog, catalog: str, listed: list[str] | None):
     """The namespaces to check, nested ones included, and a refusal sentence if one is unknown."""
     jvm = spark.sparkContext._jvm
     Namespace = jvm.org.apache.iceberg.catalog.Namespace
-    if listed is None:
-        roots = [Namespace.empty()]
-    else:
-        roots = []
-        for name in listed:
+    queue = [Namespace.empty()] if listed is None else []  # None: from the catalog's root
+    found, seen = [], set()
+    try:
+        for name in listed or ():
             namespace = Namespace.of(java_string_array(spark, name.split(".")))
             if not icatalog.namespaceExists(namespace):
                 return [], unknown_namespace(name, catalog)
-            roots.append(namespace)
-    found, seen, queue = [], set(), list(roots)
-    try:
+            queue.append(namespace)
         while queue:
             namespace = queue.pop()
             if str(namespace) in seen:
