@@ -1,0 +1,164 @@
+"""Quarantine instead of delete: the clean step moves orphans aside, a restore brings them back.
+
+* The issue's scenario: a writer's in-flight file older than the floor is taken as an orphan,
+  the writer then commits it and the table cannot read it; the restore puts it back and the
+  table reads every row again (the same count and checksum as written).
+* A purge removes only the runs past ``quarantine_days``; ``quarantine_days=0`` deletes at once.
+* Bad settings are refused before any JVM starts; the operators (clean, then restore) run it
+  through spark-submit.
+
+Jobs run in the shared Spark session (seconds each), the operators once.
+"""
+
+from __future__ import annotations
+
+import datetime as dt
+import json
+import os
+import time
+from pathlib import Path
+from urllib.parse import urlsplit
+
+import pytest
+
+from demo_data import _batch, create_events_table
+from lake_checks import FakeTaskInstance, files_on_disk, rows_fingerprint, table_fingerprint
+from test_kills import stray_checksums
+
+from airflow_lake_provider.core.contracts import AirflowRun, CleanJobArgs, RestoreQuarantineJobArgs
+from airflow_lake_provider.core.quarantine import DAY_MS, quarantine_root
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.jobs import clean, restore_quarantine
+
+FLOOR_HOURS = 24
+RUN = AirflowRun(dag_id="tests", run_id="manual__quarantine", task_id="clean", try_number=1)
+
+
+def _local(path: str) -> str:
+    return urlsplit(path).path
+
+
+def _age(paths, hours: float) -> None:
+    then = time.time() - hours * 3600
+    for path in paths:
+        os.utime(_local(path), (then, then))
+
+
+def _clean(spark, name: str, **args) -> dict:
+    """The clean job, orphans only (nothing to expire), with the floor at ``FLOOR_HOURS``."""
+    cutoff = int((time.time() - FLOOR_HOURS * 3600) * 1000)
+    return clean.run(spark, "lake", CleanJobArgs(table=name, orphan_older_than_ms=cutoff, airflow_run=RUN,
+                                                 **args).to_json())
+
+
+def _restore(spark, name: str, run: str | None, **args) -> dict:
+    return restore_quarantine.run(spark, "lake", RestoreQuarantineJobArgs(table=name, quarantine_run=run,
+                                                                          **args).to_json())
+
+
+def _in_flight_files(table, start_id: int, rows: int):
+    """A writer's data files, written but not committed: PyIceberg's own writer, as an appender uses it."""
+    from pyiceberg.io.pyarrow import _dataframe_to_data_files
+
+    batch = _batch(start_id, rows, dt.date(2026, 1, 1), ["a", "b", "c"])
+    return list(_dataframe_to_data_files(table.metadata, batch, table.io)), batch
+
+
+def _commit(table, data_files) -> None:
+    with table.transaction() as tx:
+        with tx.update_snapshot().fast_append() as append:
+            for data_file in data_files:
+                append.append_data_file(data_file)
+
+
+def _quarantine_root(table) -> Path:
+    return Path(_local(quarantine_root(table.location(), "x.events")))
+
+
+def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again(spark, lake_hook, namespace):
+    name = f"{namespace}.events"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=3, rows_per_commit=10)
+    committed_rows = table.scan().to_arrow().to_pylist()
+    staged, batch = _in_flight_files(table, start_id=5000, rows=7)
+    staged_paths = {_local(f.file_path) for f in staged}
+    sizes = {path: os.path.getsize(path) for path in staged_paths}
+    # The writer is slow: its files are older than the floor when the clean step lists them.
+    _age(staged_paths, hours=FLOOR_HOURS + 2)
+    mtimes = {path: int(os.path.getmtime(path) * 1000) for path in staged_paths}
+
+    result = _clean(spark, name)
+    assert result["orphan_file_count"] == len(staged) == result["quarantined_file_count"]
+    run = result["quarantine_run"]
+    assert run.endswith(tuple("0123456789abcdef")) and "tests.clean" in run
+    # Gone from the table location, present in quarantine under the same relative path.
+    on_disk = files_on_disk(lake_hook.load_table(name))
+    assert not staged_paths & on_disk and not stray_checksums(table)
+    root = _quarantine_root(table)
+    location = Path(_local(table.location()))
+    assert not root.is_relative_to(location)
+    for path in staged_paths:
+        assert (root / run / "files" / Path(path).relative_to(location)).is_file()
+    manifest = json.loads(Path(_local(result["quarantine_manifest"])).read_text())
+    assert manifest["table"] == name and manifest["run_key"] == run
+    assert manifest["airflow_run"] == RUN.to_json()
+    assert {_local(f["original_path"]): (f["size"], f["modified_ms"]) for f in manifest["files"]} == \
+        {path: (sizes[path], mtimes[path]) for path in staged_paths}
+
+    # The writer commits: the table now names files that are not there.
+    _commit(lake_hook.load_table(name), staged)
+    with pytest.raises(Exception, match="(?i)not found|no such file"):
+        lake_hook.load_table(name).scan().to_arrow()
+
+    restored = _restore(spark, name, run)
+    assert restored["restored_count"] == len(staged) and restored["skipped"] == {}
+    assert {_local(p) for p in restored["restored"]} == staged_paths
+    assert not stray_checksums(table)
+    expected = rows_fingerprint(committed_rows + batch.to_pylist())
+    assert table_fingerprint(lake_hook.load_table(name)) == expected and expected[0] == 37
+    # A restored file counts as new for the floor: the next clean leaves it (and it is referenced anyway).
+    assert all(time.time() - os.path.getmtime(path) < 600 for path in staged_paths)
+
+    # Restoring again overwrites nothing: every file is skipped with its reason.
+    again = _restore(spark, name, result["quarantine_manifest"])
+    assert again["restored_count"] == 0 and set(again["skipped"].values()) == {restore_quarantine.NOT_OVERWRITTEN}
+    # Listing: the run is there, with what it moved.
+    listed = _restore(spark, name, None)["runs"]
+    assert listed[run]["files"] == len(staged) and listed[run]["airflow_run"]["task_id"] == "clean"
+
+
+def test_purge_removes_only_the_runs_past_their_days_and_zero_days_deletes_at_once(spark, lake_hook, namespace):
+    name = f"{namespace}.events"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
+    fingerprint = table_fingerprint(table)
+    runs = []
+    for start in (100, 200):
+        staged, _ = _in_flight_files(table, start_id=start, rows=3)
+        _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+        runs.append(_clean(spark, name)["quarantine_run"])
+    old, young = runs
+    assert old < young  # run keys sort by time
+    root = _quarantine_root(table)
+    # The first run was moved 8 days ago (its manifest says so), the second just now.
+    manifest_path = root / old / "manifest.json"
+    manifest = json.loads(manifest_path.read_text())
+    manifest["moved_at_ms"] -= 8 * DAY_MS
+    manifest_path.write_text(json.dumps(manifest))
+
+    dry = _clean(spark, name, dry_run=True)
+    assert dry["purged_runs"] == [old] and dry["purged_file_count"] == 1 and (root / old).is_dir()
+    purged = _clean(spark, name)
+    assert purged["purged_runs"] == [old] and purged["purged_file_count"] == 1
+    assert purged["quarantine_run"] is None  # no orphans left to take
+    assert not (root / old).exists() and (root / young / "files").is_dir()
+    assert _clean(spark, name, quarantine_days=7)["purged_runs"] == []  # 7 days: the young run stays
+
+    # quarantine_days=0: today's behaviour, orphans deleted at once; every run left is purged too.
+    staged, _ = _in_flight_files(table, start_id=300, rows=3)
+    _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+    at_once = _clean(spark, name, quarantine_days=0)
+    assert at_once["orphan_file_count"] == 1 and at_once["quarantine_run"] is None
+    assert at_once["purged_runs"] == [young]
+    assert not any(os.path.exists(_local(f.file_path)) for f in staged)
+    assert not root.exists() or not any(root.iterdir())
+    assert not stray_checksums(table)
+    assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
