@@ -162,3 +162,59 @@ def test_purge_removes_only_the_runs_past_their_days_and_zero_days_deletes_at_on
     assert not root.exists() or not any(root.iterdir())
     assert not stray_checksums(table)
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+
+
+@pytest.mark.parametrize(("operator", "given", "message"), [
+    ("clean", {"quarantine_days": -1}, "quarantine_days must be a number of days >= 0"),
+    ("clean", {"quarantine_days": "a week"}, "quarantine_days must be a number"),
+    ("clean", {"quarantine_location": "{location}/quarantine"}, "is inside the location of table"),
+    ("clean", {"quarantine_location": "{location}_quarantine"}, "or begins with its name"),
+    ("clean", {"quarantine_location": "quarantine"}, "must be an absolute path or URI"),
+    ("restore", {"quarantine_run": "../../data"}, "quarantine_run must be a quarantine run key"),
+    ("restore", {"quarantine_location": "{location}/q", "quarantine_run": None}, "is inside the location of table"),
+])
+def test_bad_quarantine_settings_are_refused_before_spark(lake_hook, namespace, bad_input, operator, given, message):
+    from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+    from airflow_lake_provider.operators.restore import IcebergRestoreQuarantineOperator
+
+    name = f"{namespace}.events"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
+    before = table_fingerprint(table), table.current_snapshot().snapshot_id, files_on_disk(table)
+    given = {k: (v.replace("{location}", table.location()) if isinstance(v, str) else v) for k, v in given.items()}
+    kind = IcebergCleanPolicyOperator if operator == "clean" else IcebergRestoreQuarantineOperator
+    task = kind(task_id=operator, table=name, **given)
+    with pytest.raises(LakeConfigError, match=message) as raised:
+        task.execute({"ti": FakeTaskInstance(task_id=operator)})
+    assert task._job_hook is None  # no Spark application was started
+    table = lake_hook.load_table(name)
+    assert (table_fingerprint(table), table.current_snapshot().snapshot_id, files_on_disk(table)) == before
+    bad_input(kind.__name__, ", ".join(f"{k}={v!r}" for k, v in given.items()), raised.value, table_checked=True)
+
+
+@pytest.mark.spark_submit
+def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, namespace, tmp_path):
+    """The Airflow face: the clean operator quarantines into a configured location, the restore
+    operator, handed the clean result's run, brings the file back and the table reads it."""
+    from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+    from airflow_lake_provider.operators.restore import IcebergRestoreQuarantineOperator
+
+    name = f"{namespace}.events"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
+    staged, batch = _in_flight_files(table, start_id=900, rows=4)
+    _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+    expected = rows_fingerprint(table.scan().to_arrow().to_pylist() + batch.to_pylist())
+    where = f"file://{tmp_path}/quarantine"
+
+    ti = FakeTaskInstance(dag_id="lake_maintenance", run_id="manual__q", task_id="clean")
+    cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=5, orphan_older_than_hours=FLOOR_HOURS,
+                                         quarantine_location=where, quarantine_days="3").execute({"ti": ti})
+    assert cleaned["quarantined_file_count"] == 1 and cleaned["quarantine_days"] == 3
+    assert cleaned["quarantine_manifest"].startswith(f"{where}/{namespace}/events/{cleaned['quarantine_run']}/")
+    assert not os.path.exists(_local(staged[0].file_path))
+    _commit(lake_hook.load_table(name), staged)  # the slow writer commits the file the clean step took
+
+    restored = IcebergRestoreQuarantineOperator(
+        task_id="restore", table=name, quarantine_run=cleaned["quarantine_run"], quarantine_location=where,
+    ).execute({"ti": FakeTaskInstance(task_id="restore")})
+    assert restored["restored_count"] == 1 and restored["quarantine_run"] == cleaned["quarantine_run"]
+    assert table_fingerprint(lake_hook.load_table(name)) == expected and expected[0] == 14
