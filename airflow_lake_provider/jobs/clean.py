@@ -56,7 +56,8 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     location = str(jtable.location())
     root = quarantine_root(location, args.table, args.quarantine_location)
     storage = Storage(spark)
-    purged_runs, purged_files = purge(storage, root, args.quarantine_days, dry_run=args.dry_run)
+    purged_runs, purged_files = purge(storage, root, args.quarantine_days, dry_run=args.dry_run,
+                                      default_root=args.quarantine_location is None)
     if args.dry_run:
         existing = {int(s.snapshotId()) for s in jtable.snapshots()}
         expiry = ExpiryOutcome(would_expire_snapshot_ids=sorted(s for s in args.snapshot_ids if s in existing),

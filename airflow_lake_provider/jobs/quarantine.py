@@ -13,6 +13,7 @@ checksum side files (``.NAME.crc``) move with their file, so none is left behind
 from __future__ import annotations
 
 import json
+import sys
 import time
 
 from airflow_lake_provider.core.quarantine import (
@@ -147,9 +148,27 @@ def list_runs(storage: Storage, root: str) -> dict[str, QuarantineManifest | Non
             for key in storage.directories(root) if is_run_key(key)}
 
 
-def purge(storage: Storage, root: str, quarantine_days: float, *, dry_run: bool) -> tuple[list[str], int]:
-    """Delete the runs past ``quarantine_days`` (dry run: only name them): ``(run keys, files in them)``."""
-    runs = list_runs(storage, root)
+def _access_denied(error: Exception) -> bool:
+    """Whether the store refused the request (S3's 403, as S3A reports it through py4j)."""
+    text = str(error)
+    return any(sign in text for sign in ("AccessDenied", "Status Code: 403", "403 Forbidden"))
+
+
+def purge(storage: Storage, root: str, quarantine_days: float, *, dry_run: bool,
+          default_root: bool = False) -> tuple[list[str], int]:
+    """Delete the runs past ``quarantine_days`` (dry run: only name them): ``(run keys, files in them)``.
+
+    ``default_root``: the root beside the table, not one the user chose. A store may refuse even
+    to list it (a table bucket such as S3 Tables answers 403 for keys that are not table files):
+    then nothing can have been quarantined there, and the purge has nothing to do.
+    """
+    try:
+        runs = list_runs(storage, root)
+    except Exception as error:
+        if not (default_root and _access_denied(error)):
+            raise
+        print(f"Quarantine root {root} cannot be listed (access denied): nothing to purge there.", file=sys.stderr)
+        return [], 0
     due = runs_to_purge({key: m.moved_at_ms if m else None for key, m in runs.items()}, quarantine_days,
                         int(time.time() * 1000))
     files = 0
@@ -180,7 +199,15 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
         return None
     manifest = QuarantineManifest.new(table=table, table_location=table_location, run_key=key, moved_at_ms=now_ms,
                                       airflow_run=airflow_run, files=files)
-    storage.write_text(manifest_location(root, key), json.dumps(manifest.to_json(), indent=1))
+    try:
+        storage.write_text(manifest_location(root, key), json.dumps(manifest.to_json(), indent=1))
+    except Exception as error:
+        if not _access_denied(error):
+            raise
+        raise LakeConfigError(
+            f"The store refuses the quarantine manifest at {manifest_location(root, key)} (access denied; a table "
+            f"bucket such as S3 Tables takes table files only). No orphan was moved. Set quarantine_location to a "
+            f"location the Spark job can write, or quarantine_days=0 to delete orphans at once.") from None
     for entry in files:
         storage.move(entry.original_path, entry.quarantined_path)
     return manifest
