@@ -218,3 +218,40 @@ def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, n
     ).execute({"ti": FakeTaskInstance(task_id="restore")})
     assert restored["restored_count"] == 1 and restored["quarantine_run"] == cleaned["quarantine_run"]
     assert table_fingerprint(lake_hook.load_table(name)) == expected and expected[0] == 14
+
+
+# -- the pure decisions (no Spark) -------------------------------------------------------------
+
+
+def test_quarantine_locations_keep_paths_exact_whatever_the_spelling_of_the_store():
+    from airflow_lake_provider.core.quarantine import quarantined_path
+
+    run = "20261123T211530123Z-dag.clean-1a2b3c4d"
+    assert quarantine_root("file:///wh/db.db/events", "db.events") == "file:///wh/db.db/.lake-quarantine/events"
+    assert quarantine_root("s3://b/wh/db/events/", "db.events", "s3a://ops/q/") == "s3a://ops/q/db/events"
+    # Iceberg's listing names local files file:/..., S3 ones s3:// while the table may say s3a://.
+    assert quarantined_path("/q", run, "file:///wh/db.db/events", "file:/wh/db.db/events/data/d=1/x.parquet") \
+        == f"/q/{run}/files/data/d=1/x.parquet"
+    assert quarantined_path("s3://q", run, "s3a://b/events", "s3://b/events/metadata/m.avro") \
+        == f"s3://q/{run}/files/metadata/m.avro"
+    with pytest.raises(LakeConfigError, match="not under the table location"):
+        quarantined_path("/q", run, "s3://b/events", "s3://b/events_old/data/x.parquet")
+    # A shared root whose table path would be the table location itself (a REST catalog's ns/table layout).
+    with pytest.raises(LakeConfigError, match="overlaps the table's location"):
+        quarantine_root("s3://tables/db/events", "db.events", "s3://tables")
+    with pytest.raises(LakeConfigError, match="no parent for the default quarantine"):
+        quarantine_root("s3://bucket", "db.events")
+
+
+def test_purge_decision_and_run_keys():
+    from airflow_lake_provider.core.quarantine import run_key, run_key_time_ms, runs_to_purge
+
+    now = 1_795_000_000_000
+    first, second = run_key(now - 8 * DAY_MS, RUN), run_key(now - 6 * DAY_MS, RUN)
+    assert first < second and run_key_time_ms(first) == now - 8 * DAY_MS
+    assert run_key(now, RUN) != run_key(now, AirflowRun(**{**RUN.to_json(), "try_number": 2}))
+    runs = {first: None, second: now - 6 * DAY_MS, "not-a-run": 0}
+    assert runs_to_purge(runs, 7, now) == [first]  # no manifest: the key's own time counts
+    assert runs_to_purge(runs, 5.5, now) == [first, second]
+    assert runs_to_purge(runs, 0, now) == [first, second]  # never a directory that is not a run
+    assert runs_to_purge({second: now - 8 * DAY_MS}, 7, now) == [second]  # the manifest's moved_at decides
