@@ -15,6 +15,8 @@ from __future__ import annotations
 import datetime as dt
 import json
 import os
+import subprocess
+import sys
 import time
 from pathlib import Path
 from urllib.parse import urlsplit
@@ -193,10 +195,10 @@ def test_bad_quarantine_settings_are_refused_before_spark(lake_hook, namespace, 
 
 @pytest.mark.spark_submit
 def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, namespace, tmp_path):
-    """The Airflow face: the clean operator quarantines into a configured location, the restore
-    operator, handed the clean result's run, brings the file back and the table reads it."""
+    """The Airflow face: the clean operator quarantines into a configured location, the hand
+    command (the restore operator outside any DAG), handed the clean result's run, brings the file
+    back and the table reads it."""
     from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
-    from airflow_lake_provider.operators.restore import IcebergRestoreQuarantineOperator
 
     name = f"{namespace}.events"
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
@@ -213,9 +215,13 @@ def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, n
     assert not os.path.exists(_local(staged[0].file_path))
     _commit(lake_hook.load_table(name), staged)  # the slow writer commits the file the clean step took
 
-    restored = IcebergRestoreQuarantineOperator(
-        task_id="restore", table=name, quarantine_run=cleaned["quarantine_run"], quarantine_location=where,
-    ).execute({"ti": FakeTaskInstance(task_id="restore")})
+    # The documented hand command (docs/operators/restore.md): the restore operator outside any DAG.
+    hand = subprocess.run([sys.executable, "-m", "airflow_lake_provider.operators.restore", name,
+                           cleaned["quarantine_run"], "--quarantine-location", where],
+                          capture_output=True, text=True, timeout=300, env=os.environ.copy())
+    assert hand.returncode == 0, hand.stderr[-3000:]
+    restored = json.loads(hand.stdout[hand.stdout.rindex("\n{\n") + 1:] if not hand.stdout.startswith("{")
+                          else hand.stdout)
     assert restored["restored_count"] == 1 and restored["quarantine_run"] == cleaned["quarantine_run"]
     assert table_fingerprint(lake_hook.load_table(name)) == expected and expected[0] == 14
 

@@ -666,7 +666,7 @@ class RestoreQuarantineResult(Contract):
     quarantine_manifest: str | None = None
     restored: list[str] = dataclasses.field(default_factory=list)  # original paths, the first RESTORED_LISTED
     restored_count: int = 0
-    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # original path -> why it was not moved
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # original path -> why not moved (the first 1000)
     skipped_count: int = 0
     runs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
 

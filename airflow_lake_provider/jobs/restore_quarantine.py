@@ -60,7 +60,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     return RestoreQuarantineResult(
         table=args.table, quarantine_run=key, quarantine_manifest=manifest_uri,
         restored=restored[:RestoreQuarantineResult.RESTORED_LISTED], restored_count=len(restored),
-        skipped=skipped, skipped_count=len(skipped),
+        skipped=dict(list(skipped.items())[:RestoreQuarantineResult.RESTORED_LISTED]), skipped_count=len(skipped),
     ).to_json()
 
 
