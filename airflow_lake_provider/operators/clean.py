@@ -162,7 +162,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             verb = "would remove" if self.dry_run else "removed"
             snapshots = len(outcome.would_expire_snapshot_ids or outcome.expired_snapshot_ids)
             self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
-                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files")
+                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files"
+                             f"{' (to quarantine)' if quarantine_days and outcome.orphan_file_count else ''}")
             self._log_quarantine(outcome, quarantine, quarantine_days)
         explained = decision.to_dict()
         return CleanResult(
@@ -181,6 +182,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                           outcome.quarantined_file_count, outcome.quarantine_run, outcome.quarantine_manifest, days,
                           self.table_identifier.dotted, outcome.quarantine_run,
                           f", quarantine_location={self.quarantine_location!r}" if self.quarantine_location else "")
+            self.log.info("By hand: python -m airflow_lake_provider.operators.restore %s %s",
+                          self.table_identifier.dotted, outcome.quarantine_manifest)
         if outcome.purged_runs:
             self.log.info("%s %d quarantine runs past %g days under %s (%d files): %s.",
                           "Would purge" if self.dry_run else "Purged", len(outcome.purged_runs), days, root,
