@@ -94,6 +94,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.operators.rewrite",
                     "airflow_lake_provider.operators.expire",
                     "airflow_lake_provider.operators.clean",
+                    "airflow_lake_provider.operators.restore",
                     "airflow_lake_provider.operators.convert_equality_deletes",
                 ],
             }

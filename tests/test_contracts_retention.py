@@ -58,6 +58,9 @@ CLEAN_KEYS = {"table", "snapshot_id", "policy", "retained", "retention_source", 
               "already_gone_snapshot_ids", "removed_refs", "would_expire_snapshot_ids", "would_remove_refs",
               "deleted_files", "orphan_files", "orphan_file_count", "kept_referenced", "kept_referenced_count",
               "snapshot_id_after"}
+# Added by the quarantine (issue 14): where the orphans went, and what the purge removed.
+CLEAN_QUARANTINE_KEYS = {"quarantine_run", "quarantine_manifest", "quarantined_file_count", "purged_runs",
+                         "purged_file_count", "quarantine_days"}
 CONVERT_KEYS = {"table", "format_version", "dry_run", "snapshot_id_before", "converted_snapshot_id",
                 "committed_snapshot_ids", "snapshot_id_after", "converted_equality_delete_files",
                 "equality_delete_records", "affected_data_files", "replaced_delete_files", "deleted_rows", "verified",
@@ -96,7 +99,7 @@ def test_clean_result_keeps_every_key_and_adds_the_effective_retention() -> None
                          planned_removals=[3], orphan_older_than_ms=NOW - 72 * H,
                          effective_retention={"snapshots": "...", "files": "...", "statement": "..."})
     data = result.to_json()
-    assert set(data) == CLEAN_KEYS | {"effective_retention"}
+    assert set(data) == CLEAN_KEYS | {"effective_retention"} | CLEAN_QUARANTINE_KEYS
     assert CleanResult.from_json(_through_xcom(data)) == result
     with pytest.raises(LakeConfigError, match="clean result contract is incomplete"):
         CleanResult.from_json({"table": "db.t"})  # policy and retained are always reported

@@ -15,8 +15,8 @@ import pytest
 
 from demo_data import create_events_table
 from airflow_lake_provider.core.contracts import (
-    PartitionPredicates, PlanGroup, PlannedPartition, PlanResult, RewriteJobArgs, RewriteResult, SparkPlanJobArgs,
-    SparkPlanJobResult,
+    CleanResult, PartitionPredicates, PlanGroup, PlannedPartition, PlanResult, RestoreQuarantineResult, RewriteJobArgs,
+    RewriteResult, SparkPlanJobArgs, SparkPlanJobResult,
 )
 from airflow_lake_provider.core.planning import RewriteOptions
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -176,6 +176,8 @@ def test_the_plan_operator_finds_its_consumers_without_importing_them():
 @pytest.mark.parametrize(("doc", "contracts"), [
     ("plan.md", (PlanResult, PlanGroup)),
     ("rewrite.md", (RewriteResult,)),
+    ("clean.md", (CleanResult,)),
+    ("restore.md", (RestoreQuarantineResult,)),
 ])
 def test_the_docs_list_every_xcom_key_of_the_contracts(doc, contracts):
     text = (Path(__file__).resolve().parent.parent / "docs" / "operators" / doc).read_text()

@@ -8,7 +8,8 @@ deleted rows still deleted, fewer files, the XCom snapshot chain in the table's 
 live file still on S3, and nothing outside the table's prefix touched. Then, at operator
 level: the Spark planning engine on S3, and the clean step's orphan floor on S3 (an
 unreferenced object older than the floor goes, a younger one stays, a file referenced under
-its ``s3a://`` name is the same file as its ``s3://`` listing).
+its ``s3a://`` name is the same file as its ``s3://`` listing), the orphan that goes sits in a
+quarantine on S3 with its manifest, and a restore brings it back.
 """
 
 from __future__ import annotations
@@ -178,11 +179,26 @@ def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server
     young_orphan = f"{_key(location)}/data/orphan-young.parquet"
     _put(fs, young_orphan)
 
+    # The table bucket takes table keys only (as S3 Tables do), so the quarantine is in the plain bucket.
+    quarantine = f"s3://warehouse/quarantine-{uuid.uuid4().hex[:8]}"
     result = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=5, orphan_older_than_hours=3 / 3600,
-                                        force_orphan_floor=True).execute({"ti": FakeTaskInstance(task_id="clean")})
+                                        force_orphan_floor=True, quarantine_location=quarantine,
+                                        ).execute({"ti": FakeTaskInstance(task_id="clean")})
     assert result["orphan_files"] == [f"s3://{old_orphan}"]
     assert not _exists(fs, old_orphan) and _exists(fs, young_orphan)
     assert _exists(fs, _key(s3a_file)) and all(_exists(fs, key) for key in sentinels)
+    # The orphan sits in the quarantine on S3, named in the run's manifest; the restore puts it back.
+    run_dir = f"{_key(quarantine)}/{namespace}/events/{result['quarantine_run']}"
+    assert _exists(fs, f"{run_dir}/files/data/orphan-old.parquet")
+    with fs.open_input_stream(f"{run_dir}/manifest.json") as manifest:
+        entries = json.loads(manifest.read())["files"]
+    assert [(e["original_path"], e["size"]) for e in entries] == [(f"s3://{old_orphan}", len(b"not a table file"))]
+    from airflow_lake_provider.jobs import restore_quarantine
+
+    restored = restore_quarantine.run(spark, "s3rest", {"table": name, "quarantine_run": result["quarantine_run"],
+                                                        "quarantine_location": quarantine})
+    assert restored["restored"] == [f"s3://{old_orphan}"] and _exists(fs, old_orphan)
+    assert not _exists(fs, f"{run_dir}/files/data/orphan-old.parquet")
     table = hook.load_table(name)
     assert table.scan().to_arrow().num_rows == rows + 4
     spark.sql(f"REFRESH TABLE s3rest.{name}")

@@ -532,7 +532,23 @@ class ExpireResult(ExpiryOutcome, RetentionReport):
 
 
 # == clean ==
-# (CleanJobArgs, CleanJobResult, CleanResult)
+# (AirflowRun, CleanJobArgs, CleanJobResult, CleanResult; the quarantine's restore below)
+
+#: How long the clean step keeps orphans in quarantine before a later clean purges them.
+DEFAULT_QUARANTINE_DAYS = 7
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class AirflowRun(Contract):
+    """The Airflow task try that ran a job, as a quarantine manifest records it."""
+
+    what = "Airflow run"
+
+    dag_id: str
+    run_id: str
+    task_id: str
+    try_number: int | None = None
+    map_index: int = -1
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -550,6 +566,20 @@ class CleanJobArgs(ExpireJobArgs):
     dry_run: bool = False
     # The namespaces whose tables are checked for references to this table's files (None: all).
     reference_namespaces: list[str] | None = None
+    # Orphans are moved to quarantine and purged after this many days; 0 deletes them at once.
+    quarantine_days: float = DEFAULT_QUARANTINE_DAYS
+    # The root of the quarantine (None: beside the table, see core.quarantine).
+    quarantine_location: str | None = None
+    # The Airflow run the manifest names (None: a job run by hand).
+    airflow_run: AirflowRun | None = None
+
+    def validate(self: C) -> C:
+        # Imported here: core.quarantine builds on this module's Contract.
+        from airflow_lake_provider.core.quarantine import checked_quarantine_days
+
+        super().validate()
+        checked_quarantine_days(self.quarantine_days)
+        return self
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -564,6 +594,13 @@ class CleanJobResult(ExpiryOutcome):
     # Candidates the orphan scan found but something still references: path -> why (first ORPHAN_FILES_LISTED).
     kept_referenced: dict[str, str] = dataclasses.field(default_factory=dict)
     kept_referenced_count: int = 0
+    # The run key of this run's quarantine (None: nothing quarantined, or quarantine_days=0) and its manifest.
+    quarantine_run: str | None = None
+    quarantine_manifest: str | None = None
+    quarantined_file_count: int = 0
+    # Earlier quarantine runs past quarantine_days, deleted at the start (dry run: would be deleted).
+    purged_runs: list[str] = dataclasses.field(default_factory=list)
+    purged_file_count: int = 0
 
     ORPHAN_FILES_LISTED: ClassVar[int] = 1000
 
@@ -581,6 +618,59 @@ class CleanResult(CleanJobResult, RetentionReport):
     planned_removals: list[int] = dataclasses.field(default_factory=list)  # the snapshot IDs the policy resolved
     orphan_older_than_ms: int | None = None  # orphan cutoff (epoch ms); None: orphan removal off
     effective_retention: dict[str, str] = dataclasses.field(default_factory=dict)
+    quarantine_days: float = DEFAULT_QUARANTINE_DAYS  # how long orphans stay in quarantine (0: deleted at once)
+
+
+# == restore from quarantine ==
+# (RestoreQuarantineJobArgs, RestoreQuarantineResult)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoreQuarantineJobArgs(Contract):
+    """The restore job: move one quarantine run's files back to their original paths.
+
+    ``quarantine_run``: the run key (the clean result's ``quarantine_run``) or its manifest's
+    location (``quarantine_manifest``); ``None`` lists the table's runs and restores nothing.
+    ``quarantine_location``: the root the clean step was given (``None``: beside the table);
+    not needed when ``quarantine_run`` is a manifest location.
+    """
+
+    what = "restore quarantine job"
+
+    table: str
+    quarantine_run: str | None = None
+    quarantine_location: str | None = None
+
+    def validate(self: C) -> C:
+        from airflow_lake_provider.core.quarantine import run_reference
+
+        if not self.table:
+            raise LakeConfigError(f"The {self.what} needs a table.")
+        if self.quarantine_run is not None:
+            run_reference(self.quarantine_run)
+        return self
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RestoreQuarantineResult(Contract):
+    """The restore's XCom: what went back, and what stayed where it was and why (never overwritten).
+
+    With no run given: ``runs`` lists the table's quarantine runs (run key -> its summary:
+    ``moved_at``, ``files``, ``manifest``, ``airflow_run``) and nothing is restored.
+    """
+
+    what = "restore quarantine result"
+
+    table: str
+    quarantine_run: str | None = None
+    quarantine_manifest: str | None = None
+    restored: list[str] = dataclasses.field(default_factory=list)  # original paths, the first RESTORED_LISTED
+    restored_count: int = 0
+    skipped: dict[str, str] = dataclasses.field(default_factory=dict)  # original path -> why not moved (the first 1000)
+    skipped_count: int = 0
+    runs: dict[str, dict[str, Any]] = dataclasses.field(default_factory=dict)
+
+    RESTORED_LISTED: ClassVar[int] = 1000
 
 
 # == convert equality deletes ==

@@ -10,6 +10,12 @@ branch references (left by failed or killed writers). Iceberg's action lists the
 those something else still references (another table, the table's own metadata files and
 statistics); only the rest is taken. A dry run stops after the listing, so its list is exactly
 what a real run would take.
+
+Taking an orphan means moving it to the table's quarantine (:mod:`.quarantine`, decisions in
+:mod:`airflow_lake_provider.core.quarantine`), with a manifest, so a file wrongly taken (a
+writer's in-flight file older than the floor) can be restored; ``quarantine_days=0`` deletes at
+once instead. At its start the job purges the table's quarantine runs past ``quarantine_days``
+(a dry run only names them).
 """
 
 from __future__ import annotations
@@ -21,8 +27,10 @@ from airflow_lake_provider.core.contracts import (
     CleanJobResult,
     ExpiryOutcome,
 )
+from airflow_lake_provider.core.quarantine import manifest_location, quarantine_root
 from airflow_lake_provider.jobs import iceberg, references
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
+from airflow_lake_provider.jobs.quarantine import Storage, purge, quarantine
 
 
 def _noop_consumer(spark):
@@ -45,6 +53,11 @@ def _noop_consumer(spark):
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     args = CleanJobArgs.from_json(args).validate()
     jtable = iceberg.load_table(spark, catalog, args.table)
+    location = str(jtable.location())
+    root = quarantine_root(location, args.table, args.quarantine_location)
+    storage = Storage(spark)
+    purged_runs, purged_files = purge(storage, root, args.quarantine_days, dry_run=args.dry_run,
+                                      default_root=args.quarantine_location is None)
     if args.dry_run:
         existing = {int(s.snapshotId()) for s in jtable.snapshots()}
         expiry = ExpiryOutcome(would_expire_snapshot_ids=sorted(s for s in args.snapshot_ids if s in existing),
@@ -55,13 +68,18 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
 
     orphans: list[str] = []
     kept: dict[str, str] = {}
+    manifest = None
     if args.orphan_older_than_ms is not None:
         candidates = orphan_candidates(spark, jtable, args.orphan_older_than_ms)
         kept = references.never_orphans(spark, catalog, jtable, candidates,
                                         reference_namespaces=args.reference_namespaces)
         orphans = [path for path in candidates if path not in kept]
-        if not args.dry_run:
-            take_orphans(jtable, orphans)
+        if orphans and not args.dry_run:
+            if args.quarantine_days == 0:
+                take_orphans(jtable, orphans)
+            else:
+                manifest = quarantine(storage, root=root, table=args.table, table_location=location, paths=orphans,
+                                      airflow_run=args.airflow_run)
     listed = CleanJobResult.ORPHAN_FILES_LISTED
     return CleanJobResult(
         **expiry.to_json(),
@@ -70,6 +88,11 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         orphan_file_count=len(orphans),
         kept_referenced=dict(sorted(kept.items())[:listed]),
         kept_referenced_count=len(kept),
+        quarantine_run=manifest.run_key if manifest else None,
+        quarantine_manifest=manifest_location(root, manifest.run_key) if manifest else None,
+        quarantined_file_count=len(manifest.files) if manifest else 0,
+        purged_runs=purged_runs,
+        purged_file_count=purged_files,
     ).to_json()
 
 
@@ -82,7 +105,7 @@ def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:
-    """Remove the orphan files through the table's own FileIO (the local disk, S3A, ...)."""
+    """Delete the orphan files through the table's own FileIO (the local disk, S3A, ...): ``quarantine_days=0``."""
     io = jtable.io()
     for path in orphans:
         io.deleteFile(path)

@@ -8,11 +8,14 @@ from typing import Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
+    DEFAULT_QUARANTINE_DAYS,
+    AirflowRun,
     CleanJobArgs,
     CleanJobResult,
     CleanResult,
     ExpireResult,
 )
+from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
 from airflow_lake_provider.core.retention import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
@@ -48,8 +51,12 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     branches and tags always follow their own rules (a tag past its ``max-ref-age-ms`` is removed
     as Iceberg would). The current snapshot and ``protected_snapshot_ids`` (pending work) are never
     removed. The log lists the rule that kept or removed every snapshot. Orphan files (under the table location, referenced by no snapshot, tag or branch)
-    older than ``orphan_older_than_hours`` (default 72) are deleted; less than 24 hours is refused
-    unless ``force_orphan_floor=True``, since a writer still in flight owns young files.
+    older than ``orphan_older_than_hours`` (default 72) are taken; less than 24 hours is refused
+    unless ``force_orphan_floor=True``, since a writer still in flight owns young files. Taken
+    orphans are moved to a quarantine (a manifest per run) and deleted by a later clean after
+    ``quarantine_days``, so one wrongly taken can be put back
+    (:class:`~airflow_lake_provider.operators.restore.IcebergRestoreQuarantineOperator`);
+    ``quarantine_days=0`` deletes them at once.
     ``dry_run=True`` returns exactly what would be removed and removes nothing.
 
     Expire and clean stay two tasks; what the two together keep is stated once
@@ -69,12 +76,17 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         table's files before an orphan is taken (templated; ``None``: every namespace of the catalog).
     :param expire_result: the expire step's result (e.g. ``expire.output``, templated), for the
         statement of what the two steps together keep; empty: the statement covers this step alone.
+    :param quarantine_location: the root of the orphans' quarantine, a path or URI outside the table
+        location (templated); ``None``: ``.lake-quarantine`` beside the table location. Each table's
+        runs sit under ``<quarantine_location>/<namespace>/<table>``.
+    :param quarantine_days: days a quarantined orphan is kept before a later clean deletes it
+        (templated; default 7; 0: delete orphans at once, with no quarantine).
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
-        "dry_run", "expire_result", "reference_namespaces",
+        "dry_run", "expire_result", "reference_namespaces", "quarantine_location", "quarantine_days",
     )
 
     def __init__(
@@ -89,6 +101,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         dry_run: bool = False,
         expire_result: dict[str, Any] | None = None,
         reference_namespaces: list[str] | None = None,
+        quarantine_location: str | None = None,
+        quarantine_days: float = DEFAULT_QUARANTINE_DAYS,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -101,6 +115,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.dry_run = dry_run
         self.expire_result = expire_result
         self.reference_namespaces = reference_namespaces
+        self.quarantine_location = quarantine_location
+        self.quarantine_days = quarantine_days
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
@@ -110,10 +126,12 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             orphan_older_than_hours=self.orphan_older_than_hours, force_orphan_floor=self.force_orphan_floor,
         )
         cutoff = settings.orphan_cutoff_ms(now_ms)
+        quarantine_days = checked_quarantine_days(self.quarantine_days)
         protected = list(self.protected_snapshot_ids or ())
         override = settings.override_table_retention
         table = self.load_table()
         name = self.table_identifier.dotted
+        quarantine = quarantine_root(table.location(), name, self.quarantine_location)
         history = history_from_table(
             table, with_changed_partitions=settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS)
         decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
@@ -137,20 +155,39 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                 table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
                 refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
                 orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
+                quarantine_days=quarantine_days, quarantine_location=self.quarantine_location,
+                airflow_run=_airflow_run(context),
             ).validate()
             outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
             verb = "would remove" if self.dry_run else "removed"
             snapshots = len(outcome.would_expire_snapshot_ids or outcome.expired_snapshot_ids)
             self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
-                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files")
+                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files"
+                             f"{' (to quarantine)' if quarantine_days and outcome.orphan_file_count else ''}")
+            self._log_quarantine(outcome, quarantine, quarantine_days)
         explained = decision.to_dict()
         return CleanResult(
             **outcome.to_json(), table=name, snapshot_id=history.current_snapshot_id, policy=str(self.policy),
             retained=settings.retained, retention_source="override" if override else "table",
             kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
             planned_removals=list(decision.expire_ids), orphan_older_than_ms=cutoff,
-            effective_retention=together.to_dict(),
+            effective_retention=together.to_dict(), quarantine_days=quarantine_days,
         ).to_json()
+
+    def _log_quarantine(self, outcome: CleanJobResult, root: str, days: float) -> None:
+        """Say where the orphans went and how to bring them back, and what the purge removed."""
+        if outcome.quarantine_run:
+            self.log.info("%d orphan files moved to quarantine run %s (manifest %s), kept %g days. To put them back: "
+                          "IcebergRestoreQuarantineOperator(table=%r, quarantine_run=%r%s).",
+                          outcome.quarantined_file_count, outcome.quarantine_run, outcome.quarantine_manifest, days,
+                          self.table_identifier.dotted, outcome.quarantine_run,
+                          f", quarantine_location={self.quarantine_location!r}" if self.quarantine_location else "")
+            self.log.info("By hand: python -m airflow_lake_provider.operators.restore %s %s",
+                          self.table_identifier.dotted, outcome.quarantine_manifest)
+        if outcome.purged_runs:
+            self.log.info("%s %d quarantine runs past %g days under %s (%d files): %s.",
+                          "Would purge" if self.dry_run else "Purged", len(outcome.purged_runs), days, root,
+                          outcome.purged_file_count, ", ".join(outcome.purged_runs))
 
     def _expiry_settings(self) -> ExpirySettings | None:
         """What the expire step applied to main, read from its result (``None``: not given)."""
@@ -158,3 +195,12 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             return None
         expire = ExpireResult.from_json(self.expire_result)
         return ExpirySettings(expire.retention_source == "override", expire.retain_last, expire.max_snapshot_age_ms)
+
+
+def _airflow_run(context: Any) -> AirflowRun | None:
+    """The task try a quarantine manifest names (``None`` when ``execute`` is called without a task instance)."""
+    ti = context.get("ti") if context else None
+    if ti is None:
+        return None
+    return AirflowRun(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                      try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))

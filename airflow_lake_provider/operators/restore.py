@@ -1,0 +1,91 @@
+"""Put a quarantine run's files back: the undo of the clean step's orphan removal.
+
+Also runnable by hand, outside any DAG, with the Airflow connections of the environment::
+
+    python -m airflow_lake_provider.operators.restore db.events 20261123T211530123Z-lake_maintenance.clean-1a2b3c4d
+
+(``--quarantine-location URI`` when the clean step had one, ``--lake-conn-id``; no run: list the runs).
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_lake_provider.core.contracts import RestoreQuarantineJobArgs, RestoreQuarantineResult
+from airflow_lake_provider.core.quarantine import quarantine_root, run_reference
+from airflow_lake_provider.core.snapshots import table_state
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+
+
+class IcebergRestoreQuarantineOperator(LakeMaintenanceOperator):
+    """Move the files of one clean run's quarantine back to their exact original paths.
+
+    For an orphan taken wrongly (say a slow writer's file older than the orphan floor, committed
+    after the clean step moved it): the table names a file that is not there until this runs.
+    A file whose original path exists again, or that is not in quarantine, is skipped with the
+    reason; nothing is ever overwritten, so running it twice is safe. Restored files count as new
+    for the orphan floor. Without ``quarantine_run`` the table's runs are listed (``runs``) and
+    nothing moves. Returns :class:`~airflow_lake_provider.core.contracts.RestoreQuarantineResult`
+    as JSON (schema: ``docs/operators/restore.md``).
+
+    :param quarantine_run: the run key (the clean result's ``quarantine_run``, e.g.
+        ``"{{ ti.xcom_pull(task_ids='clean')['quarantine_run'] }}"``) or its manifest's location
+        (``quarantine_manifest``) (templated); ``None``: list the runs.
+    :param quarantine_location: the clean step's ``quarantine_location`` (templated; ``None``:
+        beside the table).
+    """
+
+    template_fields: Sequence[str] = (*LakeMaintenanceOperator.template_fields, "quarantine_run",
+                                      "quarantine_location")
+
+    def __init__(self, *, quarantine_run: str | None = None, quarantine_location: str | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.quarantine_run = quarantine_run
+        self.quarantine_location = quarantine_location
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        self.coerce_rendered_fields()
+        name = self.table_identifier.dotted
+        args = RestoreQuarantineJobArgs(table=name, quarantine_run=self.quarantine_run,
+                                        quarantine_location=self.quarantine_location).validate()
+        table = self.load_table()
+        if self.quarantine_run is None or run_reference(self.quarantine_run)[1] is None:
+            quarantine_root(table.location(), name, self.quarantine_location)  # a bad location, before any JVM
+        before = table_state(table)
+        result = RestoreQuarantineResult.from_json(self.run_job("restore_quarantine", args.to_json()))
+        if args.quarantine_run is None:
+            self.log.info("Quarantine runs of %s: %s", name, json.dumps(result.runs, indent=1) if result.runs else "none")
+        else:
+            for path, reason in result.skipped.items():
+                self.log.warning("Not restored: %s: %s.", path, reason)
+            self.log_summary(before, f"restored {result.restored_count} files of quarantine run "
+                             f"{result.quarantine_run} ({result.skipped_count} skipped)", changed=False)
+        return result.to_json()
+
+
+def main(argv: Sequence[str] | None = None) -> int:
+    """The hand way: ``python -m airflow_lake_provider.operators.restore TABLE [RUN]``; prints the result."""
+    parser = argparse.ArgumentParser(prog="python -m airflow_lake_provider.operators.restore",
+                                     description="Move a quarantine run's files back (no run: list the runs).")
+    parser.add_argument("table", help="namespace.table")
+    parser.add_argument("quarantine_run", nargs="?", help="the run key, or its manifest.json location")
+    parser.add_argument("--quarantine-location", help="the clean step's quarantine_location, if it had one")
+    parser.add_argument("--lake-conn-id", help="the iceberg_lake connection (default: lake_default)")
+    parser.add_argument("--spark-conn-id", help="the apache-spark connection (default: spark_default)")
+    given = parser.parse_args(argv)
+    connections = {key: value for key, value in (("lake_conn_id", given.lake_conn_id),
+                                                 ("spark_conn_id", given.spark_conn_id)) if value}
+    result = IcebergRestoreQuarantineOperator(
+        task_id="restore_quarantine", table=given.table, quarantine_run=given.quarantine_run,
+        quarantine_location=given.quarantine_location, **connections).execute({})
+    print(json.dumps(result, indent=1))
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
