@@ -67,8 +67,11 @@ def test_a_lease_is_this_runs_only_while_its_fence_tag_is_there():
     mine = _record()
     assert held_by(_state(fences={TOKEN: 7}, record=mine), mine) is None
     other = _record(holder="dep/dag_b/run_2", token="f" * 32, expires=NOW + 999_000)
-    taken = held_by(_state(fences={"f" * 32: 7}, record=other), mine)
-    assert "no longer holds" in taken and "dep/dag_b/run_2 took it over" in taken
+    taken = held_by(_state(fences={"f" * 32: 7}, record=other.replace(took_over_from=mine.holder)), mine)
+    assert taken == ("This run (dep/dag_a/run_1) no longer holds the maintenance lease on db.events: it expired at "
+                     "2027-01-15T08:01:00+00:00 and dep/dag_b/run_2 took it over (until 2027-01-15T08:16:39+00:00).")
+    assert "released or taken over, and dep/dag_b/run_2 holds it now" in held_by(
+        _state(fences={"f" * 32: 7}, record=other), mine)
     assert "it was released" in held_by(_state(lease_tag=None), mine)
 
 
@@ -315,3 +318,55 @@ def test_two_dags_racing_on_one_table_never_overlap_and_both_end_well(airflow, l
     assert not [ref for ref in table.metadata.refs if ref.startswith(LEASE_TAG)]
     assert LEASE_PROPERTY not in table.properties
     assert FENCE_TAG_PREFIX.startswith(LEASE_TAG)
+
+
+# == the steps honour the lease (no Spark: the checks run before any job) ==
+
+def _step(lease, **kwargs):
+    from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+
+    return IcebergExpireSnapshotsOperator(task_id="expire", table=lease["table"] if lease else "db.events",
+                                          lease=lease, **kwargs)
+
+
+def test_a_leased_step_renews_its_runs_lease_and_refuses_anothers(lake_hook, events):
+    import pyarrow as pa
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    hook = _hook()
+    mine, _ = hook.try_acquire(events, "dep/dag_a/run_1", LeaseSettings(ttl_seconds=60))
+    table = lake_hook.load_table(events)
+    table.append(pa.Table.from_pylist(table.scan(limit=1).to_arrow().to_pylist(), schema=table.schema().as_arrow()))
+    current = lake_hook.load_table(events).current_snapshot().snapshot_id
+    assert current != mine.snapshot_id
+    step = _step(mine.to_json())
+    step.pre_execute(context={})
+    # Renewed, and its tags moved to the current snapshot: they pin nothing the step may expire.
+    assert step._held_lease.expires_at_ms >= mine.expires_at_ms and step._held_lease.snapshot_id == current
+    assert _lease_refs(lake_hook, events) == {LEASE_TAG: current, fence_tag(mine.token): current}
+    # Another run's step (its lease released, this one's taken) refuses before reading the table.
+    hook.release(step._held_lease)
+    other, _ = hook.try_acquire(events, "dep/dag_b/run_2", LeaseSettings(ttl_seconds=60))
+    with pytest.raises(LeaseLost, match="no longer holds the maintenance lease"):
+        _step(mine.to_json()).pre_execute(context={})
+    # A step of a leased group whose acquire task skipped (no lease) skips too; an unleased step runs.
+    with pytest.raises(AirflowSkipException, match="holds no maintenance lease on db.events"):
+        _step(None, require_lease=True).pre_execute(context={})
+    _step(None).pre_execute(context={})
+    hook.release(other)
+
+
+def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lost(lake_hook, events):
+    hook = _hook()
+    mine, _ = hook.try_acquire(events, "dep/dag_a/run_1", LeaseSettings(ttl_seconds=3))  # a beat every 1 s
+    step = _step(mine.to_json())
+    step.pre_execute(context={})
+    expiry = step._held_lease.expires_at_ms
+    with step._lease_heartbeat():
+        time.sleep(1.5)
+    record = Lease.from_property(events, lake_hook.load_table(events).properties[LEASE_PROPERTY])
+    assert record.token == mine.token and record.expires_at_ms > expiry
+    with pytest.raises(LeaseLost, match="it was released"):
+        with step._lease_heartbeat():
+            hook.release(record)  # someone drops the lease under the running job
+            time.sleep(1.5)

@@ -255,8 +255,9 @@ def held_by(state: LeaseState, lease: Lease) -> str | None:
         return None
     record = state.record
     if record is not None and state.consistent:
-        return (f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: it expired at "
-                f"{lease.expires_at} and {record.holder} took it over (until {record.expires_at}).")
+        how = (f"it expired at {lease.expires_at} and {record.holder} took it over" if record.took_over_from == lease.holder
+               else f"it was released or taken over, and {record.holder} holds it now")
+        return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: {how} (until {record.expires_at})."
     if not state.held:
         return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: it was released."
     return broken_sentence(state)
