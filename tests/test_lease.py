@@ -27,6 +27,7 @@ from airflow_lake_provider.core.lease import (
     new_lease,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
+from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 NOW = 1_800_000_000_000
 TOKEN = "0" * 31 + "1"
@@ -256,6 +257,41 @@ def test_a_table_without_snapshots_needs_no_lease(lake_hook, namespace):
     lease, decision = _hook().try_acquire(name, "dep/dag_a/run_1", LeaseSettings())
     assert decision.action is Action.NOT_NEEDED and lease is not None and not lease.needed
     assert "has no snapshot yet" in decision.sentence and _lease_refs(lake_hook, name) == {}
+
+
+def test_the_lease_holds_behind_a_rest_catalog(seaweedfs_server, monkeypatch):  # noqa: F811
+    """The same commits through an Iceberg REST server (SeaweedFS's), which checks the requirements itself."""
+    import json
+    import uuid
+
+    import pyarrow as pa
+
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+    from airflow_lake_provider.hooks.lease import TableLeaseHook
+
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps(seaweedfs_server.rest_connection(catalog_name="lease")))
+    first, second = TableLeaseHook(IcebergLakeHook()), TableLeaseHook(IcebergLakeHook())
+    catalog = first.lake_hook.catalog
+    namespace = f"lease_{uuid.uuid4().hex[:8]}"
+    catalog.create_namespace(namespace)
+    name = f"{namespace}.single"
+    catalog.create_table(name, schema=pa.schema([("id", pa.int64())])).append(pa.table({"id": [1, 2]}))
+    settings = LeaseSettings(ttl_seconds=0.5)
+    # Two runs from the same read of a free lease: the server refuses the second commit.
+    seen_by_first, seen_by_second = first.load(name), second.load(name)
+    won = first._take(*seen_by_first, "dep/dag_a/run_1", settings)
+    assert won is not None and second._take(*seen_by_second, "dep/dag_b/run_2", settings) is None
+    # Expired: taken over; a stale takeover from the same read is refused; the old holder cannot renew.
+    time.sleep(0.6)
+    stale = first.load(name)
+    taken, decision = second.try_acquire(name, "dep/dag_b/run_2", LeaseSettings(ttl_seconds=60))
+    assert decision.action is Action.TAKE_OVER and taken.took_over_from == "dep/dag_a/run_1"
+    assert first._take(*stale, "dep/dag_c/run_3", settings) is None
+    with pytest.raises(LeaseLost, match="dep/dag_b/run_2 took it over"):
+        first.renew(won, move_tags=True)
+    assert second.release(taken).startswith("Released")
+    table = catalog.load_table(name)
+    assert set(table.metadata.refs) == {"main"} and LEASE_PROPERTY not in table.properties
 
 
 # == two DAGs racing on one table, through the real scheduler ==
