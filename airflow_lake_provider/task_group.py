@@ -173,7 +173,7 @@ def lake_maintenance_group(
         acquire = None
         if lease_options is not None:
             acquire = IcebergAcquireLeaseOperator(task_id=ACQUIRE_LEASE, table=table, lake_conn_id=lake_conn_id,
-                                                  **lease_options)
+                                                  **_given(dry_run=dry_run), **lease_options)
             # Every step holds the run's lease; without it (acquire skipped) a step skips itself.
             common.update(lease=acquire.output, require_lease=True)
         plan = IcebergRewritePlanOperator(

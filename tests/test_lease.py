@@ -294,6 +294,38 @@ def test_the_lease_holds_behind_a_rest_catalog(seaweedfs_server, monkeypatch):  
     assert set(table.metadata.refs) == {"main"} and LEASE_PROPERTY not in table.properties
 
 
+def test_the_acquire_task_waits_skips_or_fails_with_a_sentence_and_a_dry_run_takes_no_lease(lake_hook, events):
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_lake_provider.core.lease import LeaseBusy
+    from airflow_lake_provider.operators.lease import IcebergAcquireLeaseOperator, IcebergReleaseLeaseOperator
+    from lake_checks import FakeTaskInstance
+
+    def acquire(dag_id: str, **options):
+        task = IcebergAcquireLeaseOperator(task_id="acquire_lease", table=events, holder="dep", **options)
+        return task.execute({"ti": FakeTaskInstance(dag_id=dag_id, run_id="manual__1")})
+
+    held = acquire("dag_a", ttl_seconds="60")  # rendered text, coerced
+    assert held["holder"] == "dep/dag_a/manual__1" and held["token"] and "secret" not in str(held).lower()
+    busy = f"Another maintenance run holds the lease on {events}: dep/dag_a/manual__1, since "
+    with pytest.raises(AirflowSkipException, match=busy) as skipped:
+        acquire("dag_b", on_busy="skip")
+    assert str(skipped.value).endswith("This run skips its maintenance (on_busy='skip').")
+    with pytest.raises(LeaseBusy, match="This run fails"):
+        acquire("dag_b", on_busy="fail")
+    started = time.monotonic()
+    with pytest.raises(LeaseBusy, match=r"Waited 1 s \(wait_timeout_seconds\) for it; this run gives up."):
+        acquire("dag_b", on_busy="wait", wait_timeout_seconds=1, poke_interval_seconds=0.3)
+    assert 1 <= time.monotonic() - started < 10
+    refs_before = _lease_refs(lake_hook, events)
+    dry = acquire("dag_b", dry_run=True)
+    assert dry["token"] is None and dry["dry_run"] and _lease_refs(lake_hook, events) == refs_before
+    _step(dry).pre_execute(context={})  # a dry run's step reports beside the holder
+    release = IcebergReleaseLeaseOperator(task_id="release_lease", lease=held)
+    assert release.execute({}) is True and _lease_refs(lake_hook, events) == {}
+    assert IcebergReleaseLeaseOperator(task_id="release_lease", lease=None).execute({}) is False
+
+
 # == two DAGs racing on one table, through the real scheduler ==
 
 def _task_instances(airflow, dag_id: str, run_id: str) -> dict[str, dict]:

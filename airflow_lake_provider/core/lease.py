@@ -78,8 +78,8 @@ class Lease(Contract):
     """The lease record: in the table's ``lake.maintenance.lease`` property and the acquire task's XCom.
 
     ``token`` is no secret: it names the holder's fence tag, visible in the table's refs to anyone
-    who may read the table. ``token=None`` means no lease was needed (a table without snapshots
-    has nothing to maintain). ``took_over_from`` names the expired holder a takeover replaced.
+    who may read the table. ``token=None`` means no lease was needed: a table without snapshots
+    has nothing to maintain, and a dry run (``dry_run``) changes nothing, not even the lease. ``took_over_from`` names the expired holder a takeover replaced.
     """
 
     what: ClassVar[str] = "maintenance lease"
@@ -92,6 +92,7 @@ class Lease(Contract):
     ttl_seconds: float = DEFAULT_TTL_SECONDS
     snapshot_id: int | None = None
     took_over_from: str | None = None
+    dry_run: bool = False  # a dry run changes nothing, so it takes no lease (token None)
     expires_at: str | None = None  # ISO, derived: for people reading the XCom
 
     def __post_init__(self) -> None:
@@ -107,7 +108,7 @@ class Lease(Contract):
     def property_value(self) -> str:
         """The property's JSON: the record without the table (the property sits on it)."""
         record = self.to_json()
-        for derived in ("table", "expires_at"):
+        for derived in ("table", "expires_at", "dry_run"):
             record.pop(derived)
         return json.dumps(record, sort_keys=True)
 

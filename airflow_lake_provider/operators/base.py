@@ -133,7 +133,8 @@ class LakeMaintenanceOperator(BaseOperator):
             return
         hook = TableLeaseHook(self.lake_hook)
         if not lease.needed:
-            hook.check_free(lease.table, lease.holder)
+            if not lease.dry_run:  # a dry run changes nothing and took no lease: it runs beside anyone
+                hook.check_free(lease.table, lease.holder)
             return
         self._held_lease = hook.renew(lease, move_tags=True)
         self.log.info("This run holds the maintenance lease on %s until %s (renewed; its tags on snapshot %s).",

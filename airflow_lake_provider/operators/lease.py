@@ -22,6 +22,7 @@ from airflow_lake_provider.core.lease import (
     DEFAULT_TTL_SECONDS,
     DEFAULT_WAIT_TIMEOUT_SECONDS,
     Action,
+    Lease,
     LeaseBusy,
     LeaseSettings,
     holder_name,
@@ -51,10 +52,12 @@ class IcebergAcquireLeaseOperator(BaseOperator):
     :param poke_interval_seconds: how often ``"wait"`` asks again (templated).
     :param holder: who this Airflow deployment is, first part of the holder's name
         ``holder/dag_id/run_id[/map_index]`` (templated); default: the worker's host name.
+    :param dry_run: the run changes nothing, so it takes no lease and waits for nobody (templated);
+        its steps report on the table as it is.
     """
 
     template_fields: Sequence[str] = ("table", "ttl_seconds", "on_busy", "wait_timeout_seconds",
-                                      "poke_interval_seconds", "holder")
+                                      "poke_interval_seconds", "holder", "dry_run")
     ui_color = "#fff3c4"
 
     def __init__(
@@ -67,9 +70,11 @@ class IcebergAcquireLeaseOperator(BaseOperator):
         wait_timeout_seconds: float = DEFAULT_WAIT_TIMEOUT_SECONDS,
         poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS,
         holder: str | None = None,
+        dry_run: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.dry_run = dry_run
         self.table = table
         self.lake_conn_id = lake_conn_id
         self.ttl_seconds = ttl_seconds
@@ -89,6 +94,9 @@ class IcebergAcquireLeaseOperator(BaseOperator):
         table = TableIdentifier.parse(self.table).dotted
         ti = context["ti"]
         holder = holder_name(self.holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
+        if self.dry_run:
+            self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", table)
+            return Lease(table=table, holder=holder, ttl_seconds=settings.ttl_seconds, dry_run=True).to_json()
         deadline = time.monotonic() + settings.wait_timeout_seconds
         while True:
             lease, decision = self.lease_hook.try_acquire(table, holder, settings)
