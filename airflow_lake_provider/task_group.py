@@ -1,4 +1,4 @@
-"""``plan >> rewrite >> expire >> clean`` as one TaskGroup a DAG author drops into any DAG.
+"""``acquire_lease >> plan >> rewrite >> expire >> clean >> release_lease`` as one TaskGroup for any DAG.
 
 Each step reads its upstream results through ``XComArg``s of the task objects of its own group
 (``plan.output``, ``XComArg(plan, key="refused")``, ``rewrite.output``, ``expire.output``), never
@@ -123,7 +123,7 @@ def lake_maintenance_group(
     # rewrite, expire and clean
     dry_run: bool | None = None,
     cleanup_trigger_rule: str = "none_failed",
-    lease: bool | Mapping[str, Any] = False,
+    lease: bool | Mapping[str, Any] = True,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -152,11 +152,11 @@ def lake_maintenance_group(
     :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
     :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
         before the plan takes the table's lease, every step checks and renews it, ``release_lease``
-        gives it back after clean whatever happened (``all_done``). ``True``: the acquire
-        operator's defaults (wait up to 2 h for another run, ttl 6 h); a mapping sets them
+        gives it back after clean whatever happened (``all_done``). ``True`` (default): the
+        acquire operator's defaults (wait up to 2 h for another run, ttl 6 h); a mapping sets them
         (``ttl_seconds``, ``on_busy`` = ``"wait"``/``"skip"``/``"fail"``, ``wait_timeout_seconds``,
-        ``poke_interval_seconds``, ``holder``; templated); ``False`` (default): no lease, the
-        group's tasks as before.
+        ``poke_interval_seconds``, ``holder``; templated); ``False``: no lease (another run may
+        then expire and clean while this one rewrites).
     """
     templated = "{{" in table
     if group_id is None:

@@ -130,7 +130,7 @@ def test_the_group_wires_acquire_before_the_plan_and_release_after_everything():
 
     with DAG("leased_group", schedule=None) as dag:
         group = lake_maintenance_group(table="db.events", lease={"on_busy": "skip"})
-        plain = lake_maintenance_group(table="db.orders")
+        plain = lake_maintenance_group(table="db.orders", lease=False)
     assert group.plan.upstream_task_ids == {group.acquire_lease.task_id}
     assert group.release_lease.trigger_rule == "all_done"
     assert group.release_lease.upstream_task_ids == {group.acquire_lease.task_id, group.clean.task_id}
