@@ -141,6 +141,17 @@ def test_the_group_wires_acquire_before_the_plan_and_release_after_everything():
     assert len(dag.task_ids) == 12
 
 
+def test_the_lease_page_lists_every_key_of_the_acquire_tasks_xcom():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "lease.md").read_text()
+    xcom_table = text.split("Its XCom `return_value` is the lease")[1].split("##")[0]
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", xcom_table, re.M))
+    assert documented == {f.name for f in dataclasses.fields(Lease)}
+
+
 # == the commits, against the real SQL catalog ==
 
 @pytest.fixture
