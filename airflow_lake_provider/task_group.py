@@ -153,7 +153,7 @@ def lake_maintenance_group(
     :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
         before the plan takes the table's lease, every step checks and renews it, ``release_lease``
         gives it back after clean whatever happened (``all_done``). ``True`` (default): the
-        acquire operator's defaults (wait up to 2 h for another run, ttl 6 h); a mapping sets them
+        acquire operator's defaults (wait up to 2 h for another run, ttl 1 h); a mapping sets them
         (``ttl_seconds``, ``on_busy`` = ``"wait"``/``"skip"``/``"fail"``, ``wait_timeout_seconds``,
         ``poke_interval_seconds``, ``holder``; templated); ``False``: no lease (another run may
         then expire and clean while this one rewrites).

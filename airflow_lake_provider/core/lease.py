@@ -44,7 +44,10 @@ LEASE_PROPERTY = "lake.maintenance.lease"
 LEASE_TAG_MAX_REF_AGE_MS = 100 * 365 * 24 * 3600 * 1000
 
 ON_BUSY_MODES = ("wait", "skip", "fail")
-DEFAULT_TTL_SECONDS = 6 * 3600
+#: Steps renew the lease when they start and every third of the ttl while their job runs, so the
+#: ttl only has to outlast the gaps between steps (a task queued in a pool); a crashed run frees
+#: the table after it, within the acquire task's default wait.
+DEFAULT_TTL_SECONDS = 3600
 DEFAULT_WAIT_TIMEOUT_SECONDS = 2 * 3600
 DEFAULT_POKE_INTERVAL_SECONDS = 60
 _TOKEN = re.compile(r"^[0-9a-f]{32}$")
