@@ -121,6 +121,12 @@ def test_bad_lease_inputs_of_the_group_and_the_steps(bad_input):
     with pytest.raises(LakeConfigError, match="its token 'abc' is not one") as forged:
         lease_from_xcom({"table": "db.events", "holder": "x", "token": "abc"})
     bad_input("lease (a step's)", {"lease": {"token": "abc"}}, str(forged.value), table_checked=False)
+    other_table = {"table": "db.orders", "holder": "x", "token": TOKEN}
+    with pytest.raises(LakeConfigError, match="expire maintains db.events but was given the maintenance lease of "
+                                              "db.orders") as wrong_table:
+        _step(other_table, table="db.events").pre_execute(context={})
+    bad_input("lease (a step's)", {"table": "db.events", "lease": other_table}, str(wrong_table.value),
+              table_checked=False)
 
 
 def test_the_group_wires_acquire_before_the_plan_and_release_after_everything():
@@ -401,11 +407,12 @@ def test_two_dags_racing_on_one_table_never_overlap_and_both_end_well(airflow, l
 
 # == the steps honour the lease (no Spark: the checks run before any job) ==
 
-def _step(lease, **kwargs):
+def _step(lease, table: str | None = None, **kwargs):
+    """An expire step given ``lease`` (on the lease's own table unless ``table`` says otherwise)."""
     from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 
-    return IcebergExpireSnapshotsOperator(task_id="expire", table=lease["table"] if lease else "db.events",
-                                          lease=lease, **kwargs)
+    table = table or (lease["table"] if lease else "db.events")
+    return IcebergExpireSnapshotsOperator(task_id="expire", table=table, lease=lease, **kwargs)
 
 
 def test_a_leased_step_renews_its_runs_lease_and_refuses_anothers(lake_hook, events):

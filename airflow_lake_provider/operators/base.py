@@ -15,6 +15,7 @@ from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, sn
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.snapshots import describe_change, table_state
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
@@ -131,6 +132,9 @@ class LakeMaintenanceOperator(BaseOperator):
                     f"This run holds no maintenance lease on {self.table} (its acquire task skipped or did not run), "
                     f"so {self.task_id} does nothing.")
             return
+        if lease.table != self.table_identifier.dotted:
+            raise LakeConfigError(f"{self.task_id} maintains {self.table_identifier.dotted} but was given the "
+                                  f"maintenance lease of {lease.table}: hand it the acquire task of its own table.")
         hook = TableLeaseHook(self.lake_hook)
         if not lease.needed:
             if not lease.dry_run:  # a dry run changes nothing and took no lease: it runs beside anyone
@@ -159,7 +163,7 @@ class LakeMaintenanceOperator(BaseOperator):
             nonlocal lease
             while not stop.wait(max(lease.ttl_seconds / 3, 1.0)):
                 try:
-                    lease = hook.renew(lease, move_tags=False)
+                    lease = self._held_lease = hook.renew(lease, move_tags=False)
                 except LeaseLost as lost:
                     self._lease_lost = str(lost)
                     self.log.error("%s Stopping the Spark job.", lost)
