@@ -13,6 +13,7 @@ from typing import Any
 import pendulum
 from airflow.sdk import DAG, Param, task
 
+from airflow_lake_provider.core.lease import DEFAULT_WAIT_TIMEOUT_SECONDS, ON_BUSY_MODES
 from airflow_lake_provider.core.retention import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
@@ -94,6 +95,12 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
             False, type="boolean", title="Dry run",
             description="Plan and report what expiry and clean would remove; change nothing.",
         ),
+        "lease_on_busy": Param(
+            "wait", enum=list(ON_BUSY_MODES), title="While another run maintains the table",
+            description=f"One maintenance run per table at a time, across DAGs and Airflow deployments. wait: start "
+            f"when the other run is done (up to {DEFAULT_WAIT_TIMEOUT_SECONDS // 3600} hours, then fail); skip: skip "
+            "this run; fail: fail this run.",
+        ),
     }
 
 
@@ -142,7 +149,7 @@ def maintenance_chain(
     The group of :func:`~airflow_lake_provider.task_group.lake_maintenance_group` (its wiring is
     described there), every option a ``{{ params.x }}`` of :func:`maintenance_params`. Its task
     ids are ``plan``, ``rewrite``, ``expire``, ``clean`` and ``plan_failed`` without a prefix,
-    as before the group existed: users' REST calls, log links and alerts keep working. Returns
+    as before the group existed (with ``acquire_lease`` and ``release_lease`` around them): users' REST calls, log links and alerts keep working. Returns
     the group (``group.plan`` etc.), for DAGs that put something in front of it.
     """
     return lake_maintenance_group(
@@ -160,6 +167,7 @@ def maintenance_chain(
         clean_retained="{{ params.clean_retained }}",
         orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
         dry_run="{{ params.dry_run }}",
+        lease={"on_busy": "{{ params.lease_on_busy }}"},
     )
 
 

@@ -83,6 +83,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_lake_provider.hooks.lake",
                     "airflow_lake_provider.hooks.spark_job",
+                    "airflow_lake_provider.hooks.lease",
                 ],
             }
         ],
@@ -96,6 +97,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.restore",
                     "airflow_lake_provider.operators.convert_equality_deletes",
+                    "airflow_lake_provider.operators.lease",
                 ],
             }
         ],

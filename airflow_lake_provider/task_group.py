@@ -1,4 +1,4 @@
-"""``plan >> rewrite >> expire >> clean`` as one TaskGroup a DAG author drops into any DAG.
+"""``acquire_lease >> plan >> rewrite >> expire >> clean >> release_lease`` as one TaskGroup for any DAG.
 
 Each step reads its upstream results through ``XComArg``s of the task objects of its own group
 (``plan.output``, ``XComArg(plan, key="refused")``, ``rewrite.output``, ``expire.output``), never
@@ -9,6 +9,7 @@ See docs/task-group.md.
 
 from __future__ import annotations
 
+from collections.abc import Mapping
 from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg, task
@@ -17,6 +18,10 @@ from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.lease import (
+    IcebergAcquireLeaseOperator,
+    IcebergReleaseLeaseOperator,
+)
 from airflow_lake_provider.operators.plan import (
     REFUSED_XCOM_KEY,
     IcebergRewritePlanOperator,
@@ -25,6 +30,9 @@ from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOpera
 
 #: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
 PLAN, REWRITE, EXPIRE, CLEAN, PLAN_FAILED = "plan", "rewrite", "expire", "clean", "plan_failed"
+ACQUIRE_LEASE, RELEASE_LEASE = "acquire_lease", "release_lease"
+#: What ``lease=`` may set: the acquire operator's settings.
+LEASE_OPTIONS = ("ttl_seconds", "on_busy", "wait_timeout_seconds", "poke_interval_seconds", "holder")
 
 
 class LakeMaintenanceGroup(TaskGroup):
@@ -57,6 +65,14 @@ class LakeMaintenanceGroup(TaskGroup):
     @property
     def plan_failed(self) -> Any:
         return self._task(PLAN_FAILED)
+
+    @property
+    def acquire_lease(self) -> IcebergAcquireLeaseOperator:
+        return self._task(ACQUIRE_LEASE)
+
+    @property
+    def release_lease(self) -> IcebergReleaseLeaseOperator:
+        return self._task(RELEASE_LEASE)
 
 
 def _given(**options: Any) -> dict[str, Any]:
@@ -107,6 +123,7 @@ def lake_maintenance_group(
     # rewrite, expire and clean
     dry_run: bool | None = None,
     cleanup_trigger_rule: str = "none_failed",
+    lease: bool | Mapping[str, Any] = True,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -133,6 +150,13 @@ def lake_maintenance_group(
     :param older_than: with ``override_table_retention``, expire snapshots of main older than
         this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
     :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
+    :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
+        before the plan takes the table's lease, every step checks and renews it, ``release_lease``
+        gives it back after clean whatever happened (``all_done``). ``True`` (default): the
+        acquire operator's defaults (wait up to 2 h for another run, ttl 1 h); a mapping sets them
+        (``ttl_seconds``, ``on_busy`` = ``"wait"``/``"skip"``/``"fail"``, ``wait_timeout_seconds``,
+        ``poke_interval_seconds``, ``holder``; templated); ``False``: no lease (another run may
+        then expire and clean while this one rewrites).
     """
     templated = "{{" in table
     if group_id is None:
@@ -142,9 +166,16 @@ def lake_maintenance_group(
         group_id = table.replace(".", "_")
     if tooltip is None:
         tooltip = "plan >> rewrite >> expire >> clean" + ("" if templated else f" {table}")
+    lease_options = _lease_options(lease)
     common = {"table": table, "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id, **operator_kwargs}
     with LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id,
                               tooltip=tooltip) as group:
+        acquire = None
+        if lease_options is not None:
+            acquire = IcebergAcquireLeaseOperator(task_id=ACQUIRE_LEASE, table=table, lake_conn_id=lake_conn_id,
+                                                  **_given(dry_run=dry_run), **lease_options)
+            # Every step holds the run's lease; without it (acquire skipped) a step skips itself.
+            common.update(lease=acquire.output, require_lease=True)
         plan = IcebergRewritePlanOperator(
             task_id=PLAN, **common,
             **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,
@@ -170,4 +201,23 @@ def lake_maintenance_group(
         )
         plan >> rewrite >> expire >> clean
         plan >> _plan_failed(plan_task_id=plan.task_id)
+        if acquire is not None:
+            release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=acquire.output,
+                                                  lake_conn_id=lake_conn_id, trigger_rule="all_done")
+            acquire >> plan
+            [acquire, clean] >> release
     return group
+
+
+def _lease_options(lease: bool | Mapping[str, Any]) -> dict[str, Any] | None:
+    """The acquire operator's settings from ``lease=`` (``None``: no lease)."""
+    if isinstance(lease, Mapping):
+        unknown = sorted(set(lease) - set(LEASE_OPTIONS))
+        if unknown:
+            raise LakeConfigError(f"lake_maintenance_group: lease= knows {', '.join(LEASE_OPTIONS)}; got "
+                                  f"{', '.join(unknown)}.")
+        return dict(lease)
+    if isinstance(lease, bool):
+        return {} if lease else None
+    raise LakeConfigError(f"lake_maintenance_group: lease must be True, False or a mapping of {', '.join(LEASE_OPTIONS)}; "
+                          f"got {lease!r}.")

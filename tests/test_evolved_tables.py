@@ -129,7 +129,8 @@ def test_dag_compacts_an_evolved_table_onto_the_current_spec(airflow_db, spark, 
                              "expire_older_than_hours": 0, "retain_last": 1})
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        **dict.fromkeys(("plan", "rewrite", "expire", "clean"), "success"), "plan_failed": "skipped"}
+        **dict.fromkeys(("acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"), "success"),
+        "plan_failed": "skipped"}
     plan, rewrite = (run.get_task_instance(t).xcom_pull(task_ids=t) for t in ("plan", "rewrite"))
 
     table = lake_hook.load_table(name)

@@ -35,11 +35,13 @@ def test_the_group_wires_each_step_to_its_own_groups_tasks():
         assert group.rewrite.plan_refusal.operator is group.plan and group.rewrite.plan_refusal.key == "refused"
         assert group.expire.protected_snapshot_ids.operator is group.rewrite
         assert [arg.operator for arg in group.clean.protected_snapshot_ids] == [group.rewrite, group.expire]
-        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id}
+        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id,
+                                                 group.acquire_lease.task_id}
         assert group.plan_failed.op_kwargs["plan_task_id"] == group.plan.task_id
-    assert len(dag.task_ids) == 10
+    assert len(dag.task_ids) == 14  # each group: acquire_lease, the four steps, plan_failed, release_lease
     shipped = load_dag("lake_maintenance.py", "lake_maintenance")
-    assert set(shipped.task_ids) == {"plan", "rewrite", "expire", "clean", "plan_failed"}
+    assert set(shipped.task_ids) == {"acquire_lease", "plan", "rewrite", "expire", "clean", "plan_failed",
+                                     "release_lease"}
 
 
 PROTECTED = "protected (pending work of an upstream task)"

@@ -330,13 +330,14 @@ def test_health_maintenance_dag_starts_the_chain_when_the_table_needs_it(airflow
     snapshot = lake_hook.load_table(name).current_snapshot().snapshot_id
 
     dag = load_dag("lake_health_maintenance.py", "lake_health_maintenance")
-    assert dag.get_task("wait_for_health").downstream_task_ids == {"plan", "expire", "clean"}
+    assert dag.get_task("wait_for_health").downstream_task_ids == {"acquire_lease", "expire", "clean"}
     # The Spark steps are marked done without running: this checks the wiring, test_maintenance_dag the steps.
     run = dag.test(run_conf={"table": name, "min_small_files": 5, "max_score": None, "min_input_files": 2},
                    mark_success_pattern="rewrite|expire|clean")
     assert run.state == "success"
     assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        **dict.fromkeys(["wait_for_health", "plan", "rewrite", "expire", "clean"], "success"), "plan_failed": "skipped"}
+        **dict.fromkeys(["wait_for_health", "acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"],
+                        "success"), "plan_failed": "skipped"}
     report = run.get_task_instance("wait_for_health").xcom_pull(task_ids="wait_for_health")
     plan = run.get_task_instance("plan").xcom_pull(task_ids="plan")
     assert report["crossed"] == ["small_files 6 >= 5 (min_small_files)"]

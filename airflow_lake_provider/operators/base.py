@@ -2,16 +2,22 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+import contextlib
+import threading
+from collections.abc import Iterator, Sequence
 from functools import cached_property
 from typing import Any
 
 from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lake_provider.core.coercion import coerce_rendered_fields, snapshot_ids
+from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, snapshot_ids
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.snapshots import describe_change, table_state
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
 
@@ -49,9 +55,16 @@ class LakeMaintenanceOperator(BaseOperator):
     :param result_location: shared directory URI for job results in cluster mode.
     :param iceberg_runtime_provided: the cluster's Spark already has the Iceberg runtime, ship
         none; ``None`` (default): the lake connection's ``iceberg_runtime_provided`` extra decides.
+    :param lease: the table's maintenance lease this run holds (the acquire task's result, e.g.
+        ``acquire.output``; templated). Before doing anything the step checks the lease is still
+        this run's and renews it (moving its tags to the current snapshot), and refuses with a
+        sentence when another run holds it; while the step's Spark job runs the lease is renewed
+        every third of its ttl, and the job is killed if the lease was lost. See docs/lease.md.
+    :param require_lease: the step belongs to a leased group: without a lease (its acquire task
+        skipped because another run held the table) it skips itself instead of running unleased.
     """
 
-    template_fields: Sequence[str] = ("table", "spark_conf")
+    template_fields: Sequence[str] = ("table", "spark_conf", "lease")
     ui_color = "#cfe8fc"
     #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
     consumes_plan: bool = False
@@ -70,9 +83,15 @@ class LakeMaintenanceOperator(BaseOperator):
         deploy_mode: str | None = None,
         result_location: str | None = None,
         iceberg_runtime_provided: bool | None = None,
+        lease: dict[str, Any] | None = None,
+        require_lease: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.lease = lease
+        self.require_lease = require_lease
+        self._held_lease: Lease | None = None
+        self._lease_lost: str | None = None
         self.table = table
         self.lake_conn_id = lake_conn_id
         self.spark_conn_id = spark_conn_id
@@ -97,6 +116,71 @@ class LakeMaintenanceOperator(BaseOperator):
     @cached_property
     def lake_hook(self) -> IcebergLakeHook:
         return IcebergLakeHook(self.lake_conn_id)
+
+    def pre_execute(self, context: Any) -> None:
+        """A leased step first makes sure its run still holds the table's lease, and renews it.
+
+        Renewing moves the lease's tags to the current snapshot, so they never pin a snapshot this
+        step may expire; it happens before the step reads the table, so an expiry decided next sees
+        the tags where they stay until the step ends.
+        """
+        super().pre_execute(context)
+        lease = lease_from_xcom(self.lease)
+        if lease is None:
+            if flag(self.require_lease, "require_lease"):
+                raise AirflowSkipException(
+                    f"This run holds no maintenance lease on {self.table} (its acquire task skipped or did not run), "
+                    f"so {self.task_id} does nothing.")
+            return
+        if lease.table != self.table_identifier.dotted:
+            raise LakeConfigError(f"{self.task_id} maintains {self.table_identifier.dotted} but was given the "
+                                  f"maintenance lease of {lease.table}: hand it the acquire task of its own table.")
+        hook = TableLeaseHook(self.lake_hook)
+        if not lease.needed:
+            if not lease.dry_run:  # a dry run changes nothing and took no lease: it runs beside anyone
+                hook.check_free(lease.table, lease.holder)
+            return
+        self._held_lease = hook.renew(lease, move_tags=True)
+        self.log.info("This run holds the maintenance lease on %s until %s (renewed; its tags on snapshot %s).",
+                      lease.table, self._held_lease.expires_at, self._held_lease.snapshot_id)
+
+    @contextlib.contextmanager
+    def _lease_heartbeat(self) -> Iterator[None]:
+        """Renew the lease every third of its ttl while a job runs; kill the job if the lease was lost.
+
+        The renewal keeps the tags where they are (an expiry job refuses when a tag moved after
+        its snapshots were decided). A lost lease means another run took the table over after this
+        one stopped renewing (a stalled worker): the job is stopped, the step fails.
+        """
+        lease = self._held_lease
+        if lease is None:
+            yield
+            return
+        stop = threading.Event()
+        hook = TableLeaseHook(self.lake_hook)
+
+        def beat() -> None:
+            nonlocal lease
+            while not stop.wait(max(lease.ttl_seconds / 3, 1.0)):
+                try:
+                    lease = self._held_lease = hook.renew(lease, move_tags=False)
+                except LeaseLost as lost:
+                    self._lease_lost = str(lost)
+                    self.log.error("%s Stopping the Spark job.", lost)
+                    self.on_kill()
+                    return
+                except Exception as error:  # a catalog hiccup: the next beat tries again before expiry
+                    self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
+
+        thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            if self._lease_lost:  # the job's own error (it was killed) says less than this
+                raise LeaseLost(self._lease_lost)
 
     @property
     def table_identifier(self) -> TableIdentifier:
@@ -128,7 +212,8 @@ class LakeMaintenanceOperator(BaseOperator):
             result_location=self.result_location,
             iceberg_runtime_provided=self.iceberg_runtime_provided,
         )
-        result = self._job_hook.run_job(job, args)
+        with self._lease_heartbeat():
+            result = self._job_hook.run_job(job, args)
         self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
         if self.spark_application_url:

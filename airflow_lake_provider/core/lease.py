@@ -1,0 +1,297 @@
+"""One maintenance run per table at a time: the lease record, its expiry and every decision about it.
+
+The lease lives in the table's own metadata and changes only through the catalog's atomic commit
+(the hook, :mod:`airflow_lake_provider.hooks.lease`, makes the commits). Iceberg's commit
+requirements cannot assert a property's value, only where a ref points (or that it is absent), so
+the lease is held by refs:
+
+* the **lease tag** ``lake-maintenance-lease``: present while some run holds the lease. Taking a
+  free lease requires it absent, so of two runs taking it at once exactly one commit succeeds;
+* the holder's **fence tag** ``lake-maintenance-lease-<token>``, created in the same commit with a
+  fresh random token. Renewing, releasing and taking over an expired lease each require the fence
+  tag of the token they read, and a takeover removes it: a run whose lease was taken over, or a
+  second run taking over the same expired lease from the same stale read, fails its commit. Tokens
+  are never reused, so no sequence of other commits can make a stale requirement true again;
+* the **lease property** ``lake.maintenance.lease``: the record (holder, token, times) as JSON,
+  written in the same commits, for people and for the expiry decision.
+
+Both tags point at the table's current snapshot, moved to the then-current one whenever the
+holder renews at the start of a step, so they never pin a snapshot expiry or clean would remove;
+their own ``max-ref-age-ms`` is set very long so Iceberg never removes them as too old.
+
+Pure: no Airflow, no PyIceberg. Times are epoch milliseconds of the deciding worker's clock.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import enum
+import json
+import re
+import uuid
+from collections.abc import Mapping
+from datetime import datetime, timezone
+from typing import Any, ClassVar
+
+from airflow_lake_provider.core.coercion import is_none, mapping, number
+from airflow_lake_provider.core.contracts import Contract
+from airflow_lake_provider.exceptions import LakeConfigError, LakeError
+
+LEASE_TAG = "lake-maintenance-lease"
+FENCE_TAG_PREFIX = f"{LEASE_TAG}-"
+LEASE_PROPERTY = "lake.maintenance.lease"
+#: The tags' own max-ref-age-ms: 100 years, so no table retention ever removes a lease tag as too old.
+LEASE_TAG_MAX_REF_AGE_MS = 100 * 365 * 24 * 3600 * 1000
+
+ON_BUSY_MODES = ("wait", "skip", "fail")
+#: Steps renew the lease when they start and every third of the ttl while their job runs, so the
+#: ttl only has to outlast the gaps between steps (a task queued in a pool); a crashed run frees
+#: the table after it, within the acquire task's default wait.
+DEFAULT_TTL_SECONDS = 3600
+DEFAULT_WAIT_TIMEOUT_SECONDS = 2 * 3600
+DEFAULT_POKE_INTERVAL_SECONDS = 60
+_TOKEN = re.compile(r"^[0-9a-f]{32}$")
+
+
+class LeaseBusy(LakeError):
+    """Another run holds the table's maintenance lease (the message names it and its expiry)."""
+
+
+class LeaseLost(LakeError):
+    """This run no longer holds the lease it was given: a step refuses to touch the table."""
+
+
+def new_token() -> str:
+    return uuid.uuid4().hex
+
+
+def fence_tag(token: str) -> str:
+    return f"{FENCE_TAG_PREFIX}{token}"
+
+
+def iso(ms: int | None) -> str | None:
+    """Epoch milliseconds as UTC ISO text (seconds), for messages and the XCom."""
+    if ms is None:
+        return None
+    return datetime.fromtimestamp(ms / 1000, tz=timezone.utc).isoformat(timespec="seconds")
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class Lease(Contract):
+    """The lease record: in the table's ``lake.maintenance.lease`` property and the acquire task's XCom.
+
+    ``token`` is no secret: it names the holder's fence tag, visible in the table's refs to anyone
+    who may read the table. ``token=None`` means no lease was needed: a table without snapshots
+    has nothing to maintain, and a dry run (``dry_run``) changes nothing, not even the lease. ``took_over_from`` names the expired holder a takeover replaced.
+    """
+
+    what: ClassVar[str] = "maintenance lease"
+
+    table: str
+    holder: str
+    token: str | None = None
+    acquired_at_ms: int = 0
+    expires_at_ms: int = 0
+    ttl_seconds: float = DEFAULT_TTL_SECONDS
+    snapshot_id: int | None = None
+    took_over_from: str | None = None
+    dry_run: bool = False  # a dry run changes nothing, so it takes no lease (token None)
+    expires_at: str | None = None  # ISO, derived: for people reading the XCom
+
+    def __post_init__(self) -> None:
+        object.__setattr__(self, "expires_at", iso(self.expires_at_ms) if self.token else None)
+
+    @property
+    def needed(self) -> bool:
+        return self.token is not None
+
+    def expired(self, now_ms: int) -> bool:
+        return now_ms >= self.expires_at_ms
+
+    def property_value(self) -> str:
+        """The property's JSON: the record without the table (the property sits on it)."""
+        record = self.to_json()
+        for derived in ("table", "expires_at", "dry_run"):
+            record.pop(derived)
+        return json.dumps(record, sort_keys=True)
+
+    @classmethod
+    def from_property(cls, table: str, text: str | None) -> Lease | None:
+        """The record in the property, ``None`` when absent or unreadable (treated as broken by :func:`read_state`)."""
+        if not text:
+            return None
+        try:
+            data = json.loads(text)
+            lease = cls.from_json({**data, "table": table})
+        except (ValueError, LakeConfigError, TypeError):
+            return None
+        if not isinstance(lease.token, str) or not _TOKEN.match(lease.token) or not isinstance(lease.expires_at_ms, int):
+            return None
+        return lease
+
+    def describe(self) -> str:
+        return f"{self.holder} (until {self.expires_at})"
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseSettings:
+    """How a run takes the lease: its time to live, and what it does when another run holds it."""
+
+    ttl_seconds: float = DEFAULT_TTL_SECONDS
+    on_busy: str = "wait"
+    wait_timeout_seconds: float = DEFAULT_WAIT_TIMEOUT_SECONDS
+    poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS
+
+    @classmethod
+    def checked(cls, ttl_seconds: Any = DEFAULT_TTL_SECONDS, on_busy: Any = "wait",
+                wait_timeout_seconds: Any = DEFAULT_WAIT_TIMEOUT_SECONDS,
+                poke_interval_seconds: Any = DEFAULT_POKE_INTERVAL_SECONDS) -> LeaseSettings:
+        """The settings, or a :class:`LakeConfigError` sentence naming the parameter."""
+        ttl = number(ttl_seconds, "lease_ttl_seconds")
+        if not ttl > 0:
+            raise LakeConfigError(f"lease_ttl_seconds must be more than 0 seconds (a lease must expire after some "
+                                  f"time so a crashed run frees the table); got {ttl_seconds!r}.")
+        mode = "wait" if is_none(on_busy) else str(on_busy).strip().lower()
+        if mode not in ON_BUSY_MODES:
+            raise LakeConfigError(f"on_busy must be one of {', '.join(ON_BUSY_MODES)} (what a run does while "
+                                  f"another run holds the table's lease); got {on_busy!r}.")
+        timeout = number(wait_timeout_seconds, "lease_wait_timeout_seconds")
+        if not timeout >= 0:
+            raise LakeConfigError(f"lease_wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
+        poke = number(poke_interval_seconds, "lease_poke_interval_seconds")
+        if not poke > 0:
+            raise LakeConfigError(f"lease_poke_interval_seconds must be more than 0 seconds; "
+                                  f"got {poke_interval_seconds!r}.")
+        return cls(ttl, mode, timeout, poke)
+
+    @property
+    def ttl_ms(self) -> int:
+        return int(self.ttl_seconds * 1000)
+
+
+@dataclasses.dataclass(frozen=True)
+class LeaseState:
+    """What the table's metadata says about the lease: the tags and the record."""
+
+    table: str
+    snapshot_count: int
+    current_snapshot_id: int | None
+    lease_tag: int | None  # the lease tag's snapshot, None when absent
+    fences: Mapping[str, int]  # token -> its fence tag's snapshot
+    record: Lease | None
+
+    @property
+    def held(self) -> bool:
+        return self.lease_tag is not None
+
+    @property
+    def consistent(self) -> bool:
+        """One lease tag, exactly one fence tag, and the record naming that fence's token (or none of the three)."""
+        if not self.held:
+            return not self.fences
+        return (len(self.fences) == 1 and self.record is not None and self.record.token in self.fences)
+
+
+def read_state(table: str, refs: Mapping[str, tuple[str, int]], properties: Mapping[str, str],
+               snapshot_count: int, current_snapshot_id: int | None) -> LeaseState:
+    """The lease as the metadata holds it; ``refs`` maps a ref's name to ``(type, snapshot ID)``."""
+    fences = {name.removeprefix(FENCE_TAG_PREFIX): sid for name, (_, sid) in refs.items()
+              if name.startswith(FENCE_TAG_PREFIX)}
+    lease_tag = refs.get(LEASE_TAG)
+    return LeaseState(table, snapshot_count, current_snapshot_id, lease_tag[1] if lease_tag else None, fences,
+                      Lease.from_property(table, properties.get(LEASE_PROPERTY)))
+
+
+class Action(enum.Enum):
+    NOT_NEEDED = "not needed"  # the table has no snapshot: nothing to maintain, nothing to lease
+    ACQUIRE = "acquire"  # free: take it (requirement: lease tag absent)
+    ADOPT = "adopt"  # this very holder holds it already (a retried acquire task): renew it
+    TAKE_OVER = "take over"  # held, but expired: take it (requirement: the old fence tag)
+    BUSY = "busy"  # held by another run until it expires
+    BROKEN = "broken"  # the tags and the record disagree (someone edited them): a person must look
+
+
+@dataclasses.dataclass(frozen=True)
+class Decision:
+    action: Action
+    sentence: str
+    current: Lease | None = None
+
+
+def decide_acquire(state: LeaseState, holder: str, now_ms: int) -> Decision:
+    """What a run named ``holder`` does to take the lease of ``state.table`` at ``now_ms``."""
+    table, record = state.table, state.record
+    if state.snapshot_count == 0:
+        return Decision(Action.NOT_NEEDED, f"{table} has no snapshot yet: nothing to maintain, so no lease is taken.")
+    if not state.consistent:
+        return Decision(Action.BROKEN, broken_sentence(state))
+    if not state.held:
+        return Decision(Action.ACQUIRE, f"The maintenance lease on {table} is free.")
+    assert record is not None
+    if record.holder == holder:
+        return Decision(Action.ADOPT, f"{holder} already holds the maintenance lease on {table} "
+                                      f"(an earlier try of this task took it); renewing it.", record)
+    if record.expired(now_ms):
+        return Decision(Action.TAKE_OVER, f"The maintenance lease on {table} held by {record.holder} expired at "
+                                          f"{record.expires_at} (that run stopped renewing it, e.g. its worker "
+                                          f"died); taking it over.", record)
+    return Decision(Action.BUSY, busy_sentence(record), record)
+
+
+def busy_sentence(record: Lease) -> str:
+    return (f"Another maintenance run holds the lease on {record.table}: {record.holder}, since "
+            f"{iso(record.acquired_at_ms)}, until {record.expires_at} unless it releases or renews it first.")
+
+
+def broken_sentence(state: LeaseState) -> str:
+    tags = ", ".join([LEASE_TAG] * state.held + [fence_tag(t) for t in sorted(state.fences)]) or "no lease tag"
+    return (f"The maintenance lease of {state.table} is inconsistent (tags: {tags}; property {LEASE_PROPERTY}: "
+            f"{'readable' if state.record else 'missing or unreadable'}), so no run can tell who holds it. Make sure "
+            f"no maintenance run is active on {state.table}, then drop those tags and the property (Spark SQL: ALTER "
+            f"TABLE {state.table} DROP TAG `<tag>`; ALTER TABLE {state.table} UNSET TBLPROPERTIES "
+            f"('{LEASE_PROPERTY}')).")
+
+
+def held_by(state: LeaseState, lease: Lease) -> str | None:
+    """``None`` when ``lease`` (this run's) is still the table's lease, else why not, as a sentence."""
+    table = state.table
+    if lease.token in state.fences:
+        return None
+    record = state.record
+    if record is not None and state.consistent:
+        how = (f"it expired at {lease.expires_at} and {record.holder} took it over" if record.took_over_from == lease.holder
+               else f"it was released or taken over, and {record.holder} holds it now")
+        return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: {how} (until {record.expires_at})."
+    if not state.held:
+        return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: it was released."
+    return broken_sentence(state)
+
+
+def renewed(lease: Lease, now_ms: int, snapshot_id: int | None) -> Lease:
+    """The same lease, extended by its ttl from ``now_ms``, its tags on ``snapshot_id``."""
+    return lease.replace(expires_at_ms=now_ms + int(lease.ttl_seconds * 1000), snapshot_id=snapshot_id)
+
+
+def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int, snapshot_id: int,
+              took_over_from: Lease | None = None) -> Lease:
+    return Lease(table=table, holder=holder, token=new_token(), acquired_at_ms=now_ms,
+                 expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=settings.ttl_seconds, snapshot_id=snapshot_id,
+                 took_over_from=took_over_from.holder if took_over_from else None)
+
+
+def holder_name(deployment: str, dag_id: str, run_id: str, map_index: int | str | None = None) -> str:
+    """Who holds a lease, readable in the table's metadata: ``deployment/dag_id/run_id[/map_index]``."""
+    parts = [deployment, dag_id, run_id]
+    if map_index not in (None, -1, "-1"):
+        parts.append(str(map_index))
+    return "/".join(str(p) for p in parts)
+
+
+def lease_from_xcom(value: Any) -> Lease | None:
+    """The lease a step was handed (the acquire task's XCom), ``None`` for an unleased step."""
+    if is_none(value):
+        return None
+    lease = Lease.from_json(mapping(value, "lease (the acquire task's result)"))
+    if lease.token is not None and (not isinstance(lease.token, str) or not _TOKEN.match(lease.token)):
+        raise LakeConfigError(f"lease must be the acquire task's result; its token {lease.token!r} is not one.")
+    return lease

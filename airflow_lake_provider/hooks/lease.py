@@ -1,0 +1,224 @@
+"""The table's maintenance lease, taken and given back through the catalog's own atomic commit.
+
+Every change is one PyIceberg ``commit_table`` whose requirements (``assert-ref-snapshot-id`` on
+the lease and fence tags, see :mod:`airflow_lake_provider.core.lease`) the catalog checks against
+its current metadata in the same compare-and-swap that writes the new metadata: the SQL catalog's
+conditional UPDATE, the REST server's commit endpoint, the Hive catalog's lock. No JVM: the lease is
+taken in the Airflow worker before any Spark application starts.
+
+A commit refused because the table changed meanwhile (a writer's commit, another run's lease
+commit) is decided again on fresh metadata, so a run that lost the race sees the winner's lease.
+After each commit the metadata is read back: the fence tag of this run's token must be there.
+"""
+
+from __future__ import annotations
+
+import logging
+import time
+from typing import Any
+
+from airflow_lake_provider.core.lease import (
+    FENCE_TAG_PREFIX,
+    LEASE_PROPERTY,
+    LEASE_TAG,
+    LEASE_TAG_MAX_REF_AGE_MS,
+    Action,
+    Decision,
+    Lease,
+    LeaseLost,
+    LeaseSettings,
+    LeaseState,
+    decide_acquire,
+    fence_tag,
+    held_by,
+    new_lease,
+    read_state,
+    renewed,
+)
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+log = logging.getLogger(__name__)
+
+#: Commits refused because the table moved meanwhile are decided again this many times.
+COMMIT_ATTEMPTS = 10
+
+
+def now_ms() -> int:
+    return int(time.time() * 1000)
+
+
+class TableLeaseHook:
+    """Acquire, renew, check and release the maintenance lease of tables of one catalog."""
+
+    def __init__(self, lake_hook: IcebergLakeHook) -> None:
+        self.lake_hook = lake_hook
+
+    # == reading ==
+
+    def load(self, table_name: str) -> tuple[Any, LeaseState]:
+        """The PyIceberg table and its lease state, both from one fresh metadata read."""
+        table = self.lake_hook.load_table(table_name)
+        metadata = table.metadata
+        refs = {name: (getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)), ref.snapshot_id)
+                for name, ref in metadata.refs.items()}
+        state = read_state(table_name, refs, metadata.properties, len(metadata.snapshots), metadata.current_snapshot_id)
+        return table, state
+
+    # == the commits ==
+
+    def try_acquire(self, table_name: str, holder: str, settings: LeaseSettings) -> tuple[Lease | None, Decision]:
+        """Take the lease if it is free, this holder's already, or expired: ``(lease, decision)``.
+
+        ``lease`` is ``None`` when another run holds it (``decision.action`` is BUSY, its sentence
+        names the holder). A lease with ``token=None`` means none was needed (no snapshot yet).
+        """
+        for _ in range(COMMIT_ATTEMPTS):
+            table, state = self.load(table_name)
+            decision = decide_acquire(state, holder, now_ms())
+            if decision.action is Action.BROKEN:
+                raise LakeConfigError(decision.sentence)
+            if decision.action is Action.BUSY:
+                return None, decision
+            if decision.action is Action.NOT_NEEDED:
+                return Lease(table=table_name, holder=holder, ttl_seconds=settings.ttl_seconds), decision
+            if decision.action is Action.ADOPT:
+                adopted = decision.current.replace(ttl_seconds=settings.ttl_seconds)
+                try:
+                    return self._renew_on(table, state, adopted, move_tags=True), decision
+                except (LeaseLost, _Conflict):
+                    continue  # changed between the read and the commit: decide again
+            taken = self._take(table, state, holder, settings)
+            if taken is not None:
+                return taken, decision
+        raise LakeConfigError(f"Could not take the maintenance lease on {table_name}: the table changed under each of "
+                              f"{COMMIT_ATTEMPTS} attempts. Try again.")
+
+    def renew(self, lease: Lease, *, move_tags: bool) -> Lease:
+        """Extend this run's lease by its ttl (and move its tags to the current snapshot), or raise :class:`LeaseLost`.
+
+        Called at the start of every leased step (``move_tags=True``, so the tags never pin a
+        snapshot the step may expire) and while a step's job runs (``move_tags=False``: an expiry
+        job refuses when a tag moved after it decided).
+        """
+        for _ in range(COMMIT_ATTEMPTS):
+            table, state = self.load(lease.table)
+            try:
+                return self._renew_on(table, state, lease, move_tags=move_tags)
+            except _Conflict:
+                continue
+        raise LakeConfigError(f"Could not renew the maintenance lease on {lease.table}: the table changed under each "
+                              f"of {COMMIT_ATTEMPTS} attempts.")
+
+    def release(self, lease: Lease) -> str:
+        """Give the lease back; returns the sentence to log (a lease no longer this run's is left alone)."""
+        for _ in range(COMMIT_ATTEMPTS):
+            table, state = self.load(lease.table)
+            refusal = held_by(state, lease)
+            if refusal:
+                return f"{refusal} Nothing to release."
+            requirements = [_ref_is(fence_tag(lease.token), state.fences[lease.token]),
+                            _ref_is(LEASE_TAG, state.lease_tag)]
+            updates = [*_remove_refs([fence_tag(lease.token), LEASE_TAG]), _remove_property()]
+            if self._commit(table, requirements, updates):
+                return f"Released the maintenance lease on {lease.table} held by {lease.holder}."
+        raise LakeConfigError(f"Could not release the maintenance lease on {lease.table}: the table changed under "
+                              f"each of {COMMIT_ATTEMPTS} attempts; it expires at {lease.expires_at} in any case.")
+
+    def check_free(self, table_name: str, holder: str) -> None:
+        """For a step whose run needed no lease (the table had no snapshot): refuse if another run took one since."""
+        _, state = self.load(table_name)
+        if state.held and (state.record is None or state.record.holder != holder):
+            who = state.record.describe() if state.record else "an unreadable holder"
+            raise LeaseLost(f"{table_name} had no snapshot when this run ({holder}) started, so it took no lease, and "
+                            f"another maintenance run holds it now: {who}.")
+
+    # == internals ==
+
+    def _take(self, table: Any, state: LeaseState, holder: str, settings: LeaseSettings) -> Lease | None:
+        """One commit taking a free or expired lease as ``state`` (read from ``table``) shows it;
+        ``None`` when the catalog refused it (the table moved, or another run took it first)."""
+        old = state.record.token if state.held else None
+        taken = new_lease(state.table, holder, settings, now_ms(), state.current_snapshot_id,
+                          took_over_from=state.record if old else None)
+        if old is None:  # free: the lease tag must still be absent
+            requirements, removals = [_ref_is(LEASE_TAG, None)], []
+        else:  # expired: the old holder's fence tag must still be where it was read; it goes
+            requirements = [_ref_is(LEASE_TAG, state.lease_tag), _ref_is(fence_tag(old), state.fences[old])]
+            removals = [fence_tag(old)]
+        if self._commit(table, requirements, [*_remove_refs(removals), *_lease_updates(taken)]) \
+                and self._mine(state.table, taken):
+            return taken
+        return None
+
+    def _renew_on(self, table: Any, state: LeaseState, lease: Lease, *, move_tags: bool) -> Lease:
+        refusal = held_by(state, lease)
+        if refusal:
+            raise LeaseLost(refusal)
+        target = state.current_snapshot_id if move_tags else state.fences[lease.token]
+        extended = renewed(lease, now_ms(), target)
+        requirements = [_ref_is(fence_tag(lease.token), state.fences[lease.token]), _ref_is(LEASE_TAG, state.lease_tag)]
+        updates = _lease_updates(extended) if move_tags else [_set_property(extended)]
+        if not self._commit(table, requirements, updates):
+            raise _Conflict
+        if not self._mine(lease.table, extended):
+            raise LeaseLost(held_by(self.load(lease.table)[1], lease) or f"The lease on {lease.table} changed hands.")
+        return extended
+
+    def _commit(self, table: Any, requirements: list[Any], updates: list[Any]) -> bool:
+        """One atomic commit; ``False`` when the catalog refused it (a requirement failed or the table moved)."""
+        from pyiceberg.exceptions import CommitFailedException
+
+        try:
+            table.catalog.commit_table(table, tuple(requirements), tuple(updates))
+        except CommitFailedException as refused:
+            log.info("Lease commit on %s refused (%s); reading the table again.", table.name(), refused)
+            return False
+        return True
+
+    def _mine(self, table_name: str, lease: Lease) -> bool:
+        """Read back: the fence tag of ``lease``'s token and the record naming it are in the table."""
+        _, state = self.load(table_name)
+        return lease.token in state.fences and state.record is not None and state.record.token == lease.token
+
+
+class _Conflict(Exception):
+    """A renewal commit refused because the table moved: read and try again."""
+
+
+def _ref_is(name: str, snapshot_id: int | None) -> Any:
+    from pyiceberg.table.update import AssertRefSnapshotId
+
+    return AssertRefSnapshotId(ref=name, snapshot_id=snapshot_id)
+
+
+def _remove_refs(names: list[str]) -> list[Any]:
+    from pyiceberg.table.update import RemoveSnapshotRefUpdate
+
+    return [RemoveSnapshotRefUpdate(ref_name=name) for name in names]
+
+
+def _set_property(lease: Lease) -> Any:
+    from pyiceberg.table.update import SetPropertiesUpdate
+
+    return SetPropertiesUpdate(updates={LEASE_PROPERTY: lease.property_value()})
+
+
+def _remove_property() -> Any:
+    from pyiceberg.table.update import RemovePropertiesUpdate
+
+    return RemovePropertiesUpdate(removals=[LEASE_PROPERTY])
+
+
+def _lease_updates(lease: Lease) -> list[Any]:
+    """Both tags on the lease's snapshot, and its record."""
+    from pyiceberg.table.refs import SnapshotRefType
+    from pyiceberg.table.update import SetSnapshotRefUpdate
+
+    tags = [SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.TAG, snapshot_id=lease.snapshot_id,
+                                 max_ref_age_ms=LEASE_TAG_MAX_REF_AGE_MS)
+            for name in (LEASE_TAG, fence_tag(lease.token))]
+    return [*tags, _set_property(lease)]
+
+
+__all__ = ["FENCE_TAG_PREFIX", "TableLeaseHook"]

@@ -1,0 +1,150 @@
+"""Take and give back a table's maintenance lease: one maintenance run per table at a time.
+
+The lease is held in the table's own metadata (see docs/lease.md), so it holds across DAGs and
+across Airflow deployments sharing the catalog. No JVM: both tasks run in the Airflow worker.
+"""
+
+from __future__ import annotations
+
+import socket
+import time
+from collections.abc import Sequence
+from functools import cached_property
+from typing import Any
+
+from airflow.sdk import BaseOperator
+from airflow.sdk.exceptions import AirflowSkipException
+
+from airflow_lake_provider.core.coercion import coerce_rendered_fields
+from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.lease import (
+    DEFAULT_POKE_INTERVAL_SECONDS,
+    DEFAULT_TTL_SECONDS,
+    DEFAULT_WAIT_TIMEOUT_SECONDS,
+    Action,
+    Lease,
+    LeaseBusy,
+    LeaseSettings,
+    holder_name,
+    lease_from_xcom,
+)
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.hooks.lease import TableLeaseHook
+
+
+class IcebergAcquireLeaseOperator(BaseOperator):
+    """Take the table's maintenance lease before the steps of a maintenance run.
+
+    Returns the lease (holder, token, expires_at ...; no secret) as XCom ``return_value``; hand it
+    to each step's ``lease`` and to :class:`IcebergReleaseLeaseOperator`. While another run holds
+    it, ``on_busy`` decides: ``"wait"`` asks again every ``poke_interval_seconds`` (a log line
+    each time naming the holder) until it is free or ``wait_timeout_seconds`` passed (then the
+    task fails); ``"skip"`` skips this task, and with it the run's steps, with a sentence naming
+    the holder and its expiry; ``"fail"`` fails the task with that sentence. A lease not renewed
+    for ``ttl_seconds`` (its run's worker died) is taken over, logged with the old holder's name.
+
+    :param table: ``namespace.table`` (templated).
+    :param lake_conn_id: the ``iceberg_lake`` connection.
+    :param ttl_seconds: how long the lease lives unless renewed (templated). Every step renews it
+        when it starts and every third of the ttl while its Spark job runs.
+    :param on_busy: ``"wait"``, ``"skip"`` or ``"fail"`` (templated).
+    :param wait_timeout_seconds: how long ``"wait"`` waits at most (templated).
+    :param poke_interval_seconds: how often ``"wait"`` asks again (templated).
+    :param holder: who this Airflow deployment is, first part of the holder's name
+        ``holder/dag_id/run_id[/map_index]`` (templated); default: the worker's host name.
+    :param dry_run: the run changes nothing, so it takes no lease and waits for nobody (templated);
+        its steps report on the table as it is.
+    """
+
+    template_fields: Sequence[str] = ("table", "ttl_seconds", "on_busy", "wait_timeout_seconds",
+                                      "poke_interval_seconds", "holder", "dry_run")
+    ui_color = "#fff3c4"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        lake_conn_id: str = IcebergLakeHook.default_conn_name,
+        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        on_busy: str = "wait",
+        wait_timeout_seconds: float = DEFAULT_WAIT_TIMEOUT_SECONDS,
+        poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS,
+        holder: str | None = None,
+        dry_run: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.dry_run = dry_run
+        self.table = table
+        self.lake_conn_id = lake_conn_id
+        self.ttl_seconds = ttl_seconds
+        self.on_busy = on_busy
+        self.wait_timeout_seconds = wait_timeout_seconds
+        self.poke_interval_seconds = poke_interval_seconds
+        self.holder = holder
+
+    @cached_property
+    def lease_hook(self) -> TableLeaseHook:
+        return TableLeaseHook(IcebergLakeHook(self.lake_conn_id))
+
+    def execute(self, context: Any) -> dict[str, Any]:
+        coerce_rendered_fields(self)
+        settings = LeaseSettings.checked(self.ttl_seconds, self.on_busy, self.wait_timeout_seconds,
+                                         self.poke_interval_seconds)
+        table = TableIdentifier.parse(self.table).dotted
+        ti = context["ti"]
+        holder = holder_name(self.holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
+        if self.dry_run:
+            self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", table)
+            return Lease(table=table, holder=holder, ttl_seconds=settings.ttl_seconds, dry_run=True).to_json()
+        deadline = time.monotonic() + settings.wait_timeout_seconds
+        while True:
+            lease, decision = self.lease_hook.try_acquire(table, holder, settings)
+            if lease is not None:
+                if decision.action is not Action.ACQUIRE:
+                    self.log.info("%s", decision.sentence)
+                if lease.needed:
+                    self.log.info("%s holds the maintenance lease on %s until %s.", holder, table, lease.expires_at)
+                return lease.to_json()
+            if settings.on_busy == "skip":
+                raise AirflowSkipException(f"{decision.sentence} This run skips its maintenance (on_busy='skip').")
+            if settings.on_busy == "fail":
+                raise LeaseBusy(f"{decision.sentence} This run fails (on_busy='fail').")
+            left = deadline - time.monotonic()
+            if left <= 0:
+                raise LeaseBusy(f"{decision.sentence} Waited {settings.wait_timeout_seconds:g} s "
+                                "(wait_timeout_seconds) for it; this run gives up.")
+            pause = min(settings.poke_interval_seconds, left)
+            self.log.info("%s Waiting %g s before asking again (gives up in %d s).", decision.sentence, pause, left)
+            time.sleep(pause)
+
+
+class IcebergReleaseLeaseOperator(BaseOperator):
+    """Give the table's maintenance lease back at the end of a run, whatever became of its steps.
+
+    Meant for ``trigger_rule="all_done"`` (the group sets it): a failed run releases too, and a
+    run whose worker was killed leaves a lease that expires after its ttl. A lease that is no
+    longer this run's (it expired and another run took it over) is left alone, with a log line.
+
+    :param lease: the acquire task's result (e.g. ``acquire.output``, templated); empty: nothing to release.
+    :param lake_conn_id: the ``iceberg_lake`` connection.
+    """
+
+    template_fields: Sequence[str] = ("lease",)
+    ui_color = "#fff3c4"
+
+    def __init__(self, *, lease: dict[str, Any] | None = None,
+                 lake_conn_id: str = IcebergLakeHook.default_conn_name, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.lease = lease
+        self.lake_conn_id = lake_conn_id
+
+    def execute(self, context: Any) -> bool:
+        coerce_rendered_fields(self)
+        lease = lease_from_xcom(self.lease)
+        if lease is None or not lease.needed:
+            self.log.info("This run took no maintenance lease; nothing to release.")
+            return False
+        sentence = TableLeaseHook(IcebergLakeHook(self.lake_conn_id)).release(lease)
+        self.log.info("%s", sentence)
+        return sentence.startswith("Released")
