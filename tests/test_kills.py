@@ -1,7 +1,7 @@
 """SIGKILL the Spark application of plan, rewrite, expire and clean at varied moments.
 
 After every kill the table reads the same rows; the next run of the task succeeds; and the files
-the killed runs left behind are removed by the clean step once they are past the orphan floor.
+the killed runs left behind are taken by the clean step (moved to its quarantine) once they are past the orphan floor.
 Two ways to kill: the whole spark-submit process group (what the operator's ``on_kill`` does)
 and only the Python driver process (the JVM then loses its application).
 """
@@ -161,7 +161,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     # Clean (with orphan removal at the normal floor): killed, then it succeeds.
     for seconds, how in ((2, "spark-submit"), (4, "driver"), (6, "spark-submit"), (8, "driver"), (11, "spark-submit")):
         op = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48)
+                                    orphan_older_than_hours=48, reference_namespaces=[namespace])
         run_and_kill(op, _context("clean"), seconds, how)
         assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 
@@ -169,7 +169,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     table = lake_hook.load_table(name)
     leftovers = files_on_disk(table) - referenced_files(table)
     young = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48).execute({})
+                                    orphan_older_than_hours=48, reference_namespaces=[namespace]).execute({})
     assert young["orphan_file_count"] == 0  # all younger than the floor: kept
     assert leftovers <= files_on_disk(lake_hook.load_table(name))
     # Past the floor (made three days old), the clean step removes exactly them.
@@ -177,7 +177,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     for path in leftovers:
         os.utime(path, (old, old))
     cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48).execute({})
+                                    orphan_older_than_hours=48, reference_namespaces=[namespace]).execute({})
     table = lake_hook.load_table(name)
     assert {urlsplit(p).path for p in cleaned["orphan_files"]} == leftovers
     assert not files_on_disk(table) - referenced_files(table)
@@ -208,7 +208,8 @@ def report(hits: list[dict], leftovers: int, rows: int, task_process: list[dict]
         "`on_kill` runs then; spark-submit dies with the task through the parent-death signal the job hook",
         "sets). After every kill the table was read back (row count and checksum) and the next run of the",
         "task succeeded; the files the killed runs left behind were kept by the clean step while younger",
-        "than the orphan floor and taken once past it, leaving no unreferenced file under the table.",
+        "than the orphan floor and taken once past it (moved to the quarantine beside the table), leaving no",
+        "unreferenced file under the table.",
         "",
         f"- Kills that hit a running step: **{len(every)}** (plan {by_task['plan']}, rewrite {by_task['rewrite']}, "
         f"expire {by_task['expire']}, clean {by_task['clean']}), of which **{len(task_process)}** of the Airflow "

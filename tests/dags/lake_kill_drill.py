@@ -27,5 +27,6 @@ with DAG("lake_kill_drill", schedule=None, start_date=pendulum.datetime(2026, 1,
                                             older_than="0h", retain_last=1,
                                             protected_snapshot_ids=rewrite.output)
     clean = IcebergCleanPolicyOperator(task_id="clean", table=TABLE, retained=1, override_table_retention=True,
-                                       orphan_older_than_hours=48, protected_snapshot_ids=rewrite.output)
+                                       orphan_older_than_hours=48, protected_snapshot_ids=rewrite.output,
+                                       reference_namespaces="{{ dag_run.conf['table'].split('.')[0] }}")
     plan >> rewrite >> expire >> clean
