@@ -92,6 +92,11 @@ def test_files_a_registered_copy_references_are_kept(spark, lake_hook, namespace
     assert dead in _taken_locally(result) and _taken_locally(result).isdisjoint(kept)
     assert all(os.path.exists(path) for path in kept)
     assert table_fingerprint(lake_hook.load_table(copy_name)) == before  # the copy reads every row
+    import generated_pages
+    generated_pages.save_figure("references", (
+        f"Cross-table references: cleaning a table whose files a `register_table` copy shares kept "
+        f"{len(kept)} shared files with their reasons and took the true orphan; the copy read all {before[0]} rows "
+        "afterwards (`tests/test_orphan_references.py`)"))
 
 
 def test_files_another_table_added_with_add_files_are_kept_and_the_namespace_scope_applies(spark, lake_hook, namespace):

@@ -23,6 +23,8 @@ from urllib.parse import urlsplit
 
 import pytest
 
+import generated_pages
+
 from demo_data import _batch, create_events_table
 from lake_checks import FakeTaskInstance, files_on_disk, rows_fingerprint, table_fingerprint
 from test_kills import stray_checksums
@@ -126,6 +128,10 @@ def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again
     # Listing: the run is there, with what it moved.
     listed = _restore(spark, name, None)["runs"]
     assert listed[run]["files"] == len(staged) and listed[run]["airflow_run"]["task_id"] == "clean"
+    generated_pages.save_figure("quarantine", (
+        f"Quarantine: a writer's in-flight files ({len(staged)}) taken as orphans were moved, not deleted; after the "
+        f"writer's commit the table could not be read; one restore brought them back and it read all {expected[0]} "
+        "rows with the written checksum (`tests/test_quarantine.py`)"))
 
 
 def test_purge_removes_only_the_runs_past_their_days_and_zero_days_deletes_at_once(spark, lake_hook, namespace):
