@@ -13,8 +13,10 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg, task
 
+from airflow_lake_provider.core.approval import DeletionThreshold
 from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.plan import (
@@ -25,6 +27,9 @@ from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOpera
 
 #: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
 PLAN, REWRITE, EXPIRE, CLEAN, PLAN_FAILED = "plan", "rewrite", "expire", "clean", "plan_failed"
+#: With ``approve_deletions_over``: each deleting step's dry run and its approval gate.
+EXPIRE_PREVIEW, APPROVE_EXPIRE, CLEAN_PREVIEW, APPROVE_CLEAN = (
+    "expire_preview", "approve_expire", "clean_preview", "approve_clean")
 
 
 class LakeMaintenanceGroup(TaskGroup):
@@ -107,6 +112,7 @@ def lake_maintenance_group(
     # rewrite, expire and clean
     dry_run: bool | None = None,
     cleanup_trigger_rule: str = "none_failed",
+    approve_deletions_over: DeletionThreshold | dict[str, Any] | None = None,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -133,6 +139,12 @@ def lake_maintenance_group(
     :param older_than: with ``override_table_retention``, expire snapshots of main older than
         this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
     :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
+    :param approve_deletions_over: a :class:`~airflow_lake_provider.core.approval.DeletionThreshold`
+        (or a mapping of its fields, templated): expire and clean each run first as a dry run
+        (``expire_preview``, ``clean_preview``), then through an approval gate (``approve_expire``,
+        ``approve_clean``) that waits for a person when the deletion goes over the threshold, and
+        remove only what the gate passed. A reject skips the rest of the group's deletions.
+        ``None`` (default): no previews, no gates (docs/operators/approval.md).
     """
     templated = "{{" in table
     if group_id is None:
@@ -157,17 +169,38 @@ def lake_maintenance_group(
             require_plan=True, plan_refusal=XComArg(plan, key=REFUSED_XCOM_KEY), trigger_rule="none_skipped",
             **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
         )
-        expire = IcebergExpireSnapshotsOperator(
-            task_id=EXPIRE, **common, protected_snapshot_ids=rewrite.output, trigger_rule=cleanup_trigger_rule,
-            **_given(override_table_retention=override_table_retention, older_than=older_than,
-                     retain_last=retain_last, dry_run=dry_run),
-        )
-        clean = IcebergCleanPolicyOperator(
-            task_id=CLEAN, **common, protected_snapshot_ids=[rewrite.output, expire.output], expire_result=expire.output,
-            orphan_older_than_hours=orphan_older_than_hours, trigger_rule=cleanup_trigger_rule,
-            **_given(policy=clean_policy, retained=clean_retained, override_table_retention=override_table_retention,
-                     dry_run=dry_run),
-        )
-        plan >> rewrite >> expire >> clean
+        gated = approve_deletions_over is not None
+        if isinstance(approve_deletions_over, DeletionThreshold):
+            approve_deletions_over.validate()
+        expire_args = {**common, "protected_snapshot_ids": rewrite.output, "trigger_rule": cleanup_trigger_rule,
+                       **_given(override_table_retention=override_table_retention, older_than=older_than,
+                                retain_last=retain_last)}
+
+        def clean_args(expire_step: Any) -> dict[str, Any]:
+            return {**common, "protected_snapshot_ids": [rewrite.output, expire_step.output],
+                    "expire_result": expire_step.output, "orphan_older_than_hours": orphan_older_than_hours,
+                    "trigger_rule": cleanup_trigger_rule,
+                    **_given(policy=clean_policy, retained=clean_retained,
+                             override_table_retention=override_table_retention)}
+
+        def gate(step: str, task_id: str, preview: Any, also_skip: list[str]) -> LakeDeletionApprovalOperator:
+            return LakeDeletionApprovalOperator(
+                task_id=task_id, table=table, step=step, preview=preview.output, threshold=approve_deletions_over,
+                lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip])
+
+        if not gated:
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **_given(dry_run=dry_run))
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), **_given(dry_run=dry_run))
+            plan >> rewrite >> expire >> clean
+        else:
+            expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
+            approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN])
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, approved=approve_expire.output,
+                                                    **_given(dry_run=dry_run))
+            clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire), dry_run=True)
+            approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [])
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), approved=approve_clean.output,
+                                               **_given(dry_run=dry_run))
+            plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
         plan >> _plan_failed(plan_task_id=plan.task_id)
     return group

@@ -550,6 +550,8 @@ class CleanJobArgs(ExpireJobArgs):
     dry_run: bool = False
     # The namespaces whose tables are checked for references to this table's files (None: all).
     reference_namespaces: list[str] | None = None
+    # With an approval gate: only these orphans may be taken (None: no gate, every orphan found).
+    approved_orphan_files: list[str] | None = None
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

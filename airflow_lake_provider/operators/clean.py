@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
     CleanJobArgs,
@@ -27,6 +28,7 @@ from airflow_lake_provider.core.retention import (
     resolve_clean_policy,
 )
 from airflow_lake_provider.core.snapshots import table_state
+from airflow_lake_provider.operators.approval import keep_to_approval
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 __all__ = ["DEFAULT_ORPHAN_OLDER_THAN_HOURS", "ORPHAN_FLOOR_HOURS", "IcebergCleanPolicyOperator"]
@@ -69,12 +71,14 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         table's files before an orphan is taken (templated; ``None``: every namespace of the catalog).
     :param expire_result: the expire step's result (e.g. ``expire.output``, templated), for the
         statement of what the two steps together keep; empty: the statement covers this step alone.
+    :param approved: the approval gate's result (``approve_clean.output``, templated): only the
+        snapshots and orphan files it names are removed (see ``docs/operators/approval.md``).
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
-        "dry_run", "expire_result", "reference_namespaces",
+        "dry_run", "expire_result", "reference_namespaces", "approved",
     )
 
     def __init__(
@@ -89,6 +93,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         dry_run: bool = False,
         expire_result: dict[str, Any] | None = None,
         reference_namespaces: list[str] | None = None,
+        approved: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -101,6 +106,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.dry_run = dry_run
         self.expire_result = expire_result
         self.reference_namespaces = reference_namespaces
+        self.approved = approved
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
@@ -126,6 +132,9 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
         )
         self.log.info("%s", together)
+        gated = self.approved is not None and not self.dry_run
+        if gated:
+            decision = keep_to_approval(self, decision, name, "clean")
         before = table_state(table)
         removed_refs = sorted(decision.removed_refs)
         if not decision.expire_ids and not removed_refs and cutoff is None:
@@ -137,6 +146,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                 table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
                 refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
                 orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
+                approved_orphan_files=Approval.from_json(self.approved).orphan_files if gated else None,
             ).validate()
             outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
             verb = "would remove" if self.dry_run else "removed"
