@@ -30,19 +30,20 @@ def preview(**fields) -> DeletionPreview:
     (DeletionThreshold(max_files=29), ["30 files to delete is over the limit of 29"]),
     (DeletionThreshold(max_bytes=3_000_000), []),
     (DeletionThreshold(max_bytes=2_999_999), ["2.9 MiB to delete is over the limit of 2.9 MiB"]),
-    (DeletionThreshold(max_share=0.3), []),  # 30 of 100 files, 3 of 10 MB
-    (DeletionThreshold(max_share=0.25), ["30% of the table's live files or bytes is over the limit of 25%"]),
-    (DeletionThreshold(max_files=1000, max_share=0.1), ["30% of the table's live files or bytes is over the limit of 10%"]),
+    (DeletionThreshold(max_share=0.3), []),  # 3 of 10 MB
+    (DeletionThreshold(max_share=0.25), ["30% of the table's live bytes is over the limit of 25%"]),
+    (DeletionThreshold(max_files=1000, max_share=0.1), ["30% of the table's live bytes is over the limit of 10%"]),
     (DeletionThreshold(max_files=0), ["30 files to delete is over the limit of 0"]),
 ])
 def test_any_limit_exceeded_asks(threshold, over):
     assert approval_needed(threshold.validate(), preview()) == over
 
 
-def test_share_takes_the_larger_of_files_and_bytes_and_an_empty_table_counts_as_all():
+def test_share_is_of_bytes_and_an_empty_table_counts_as_all():
     assert preview(snapshot_bytes=9_000_000).share == 0.9
+    assert preview(snapshot_file_count=600).share == 0.3  # many small files after a compaction: bytes decide
     assert preview(live_file_count=0, live_bytes=0).share == 1.0
-    assert preview(snapshot_ids=[], snapshot_file_count=0, snapshot_bytes=0, live_file_count=0).share == 0.0
+    assert preview(snapshot_ids=[], snapshot_file_count=0, snapshot_bytes=0, live_bytes=0).share == 0.0
     # Orphans count with the snapshots' files.
     assert preview(orphan_file_count=20, orphan_bytes=0).file_count == 50
 
@@ -61,7 +62,7 @@ def test_the_body_says_how_much_why_and_what():
     body = approval_body(preview(), DeletionThreshold(max_files=10).validate(), listed=2)
     assert "**3 snapshots**" in body
     assert "30 data and delete files (2.9 MiB)" in body
-    assert "30.0% of the table's 100 live files (9.5 MiB)" in body
+    assert "30.0% of the 9.5 MiB the table's 100 live files hold" in body
     assert "It asks because 30 files to delete is over the limit of 10 (unattended up to 10 files)." in body
     assert "- `11`: removed: older than 5 days" in body and "- `12`" in body and "- `13`" not in body
     assert "- ... and 1 more" in body  # snapshots

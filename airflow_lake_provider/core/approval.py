@@ -35,9 +35,9 @@ class DeletionThreshold:
     :param max_files: most files one step may delete unattended (content files of expired
         snapshots plus orphan files).
     :param max_bytes: most bytes one step may delete unattended.
-    :param max_share: most share of the table's live files or of its live bytes (0 < share <= 1)
-        one step may delete unattended: ``0.5`` asks when a step would delete as many files (or
-        bytes) as half of what the table holds now.
+    :param max_share: most bytes one step may delete unattended, as a share of the table's live
+        bytes (0 < share <= 1): ``0.5`` asks when a step would delete as many bytes as half of what
+        the table holds now (see :attr:`DeletionPreview.share` for why bytes, not files).
 
     At least one must be set (a threshold with none set would never ask, which is "no approval":
     say so with ``approve_deletions_over=None``). ``max_files=0`` asks before any deletion.
@@ -90,7 +90,7 @@ class DeletionThreshold:
         if self.max_bytes is not None:
             parts.append(human_bytes(self.max_bytes))
         if self.max_share is not None:
-            parts.append(f"{self.max_share:.0%} of the table's live files or bytes")
+            parts.append(f"{self.max_share:.0%} of the table's live bytes")
         return " or ".join(parts)
 
     def to_json(self) -> dict[str, Any]:
@@ -147,18 +147,16 @@ class DeletionPreview(Contract):
 
     @property
     def share(self) -> float:
-        """The larger of the deleted files' and bytes' shares of the table's live files and bytes.
+        """The bytes to delete as a share of the table's live bytes (more than 1 when more would go than stays).
 
+        Bytes, not files: after a compaction the small files a routine expiry deletes outnumber the
+        table's live files many times over (12 small files replaced by 2 is a files share of 600%),
+        while their bytes are about what the table holds; bytes measure "how much of the table".
         An empty table (nothing live) has share 1 as soon as anything would go.
         """
-        shares = [self._share(self.file_count, self.live_file_count), self._share(self.byte_count, self.live_bytes)]
-        return max(shares)
-
-    @staticmethod
-    def _share(part: int, whole: int) -> float:
-        if part == 0:
+        if self.byte_count == 0:
             return 0.0
-        return part / whole if whole else 1.0
+        return self.byte_count / self.live_bytes if self.live_bytes else 1.0
 
     @property
     def is_empty(self) -> bool:
@@ -174,7 +172,7 @@ def approval_needed(threshold: DeletionThreshold, preview: DeletionPreview) -> l
         over.append(f"{human_bytes(preview.byte_count)} to delete is over the limit of "
                     f"{human_bytes(threshold.max_bytes)}")
     if threshold.max_share is not None and preview.share > threshold.max_share:
-        over.append(f"{preview.share:.0%} of the table's live files or bytes is over the limit of "
+        over.append(f"{preview.share:.0%} of the table's live bytes is over the limit of "
                     f"{threshold.max_share:.0%}")
     return over
 
@@ -198,7 +196,7 @@ def approval_body(preview: DeletionPreview, threshold: DeletionThreshold, *, lis
                      f"for the {len(preview.orphan_files)} listed) that no snapshot, tag or branch references")
     lines += [
         f"- in all {preview.file_count} files, {human_bytes(preview.byte_count)}: {preview.share:.1%} of the "
-        f"table's {preview.live_file_count} live files ({human_bytes(preview.live_bytes)})",
+        f"{human_bytes(preview.live_bytes)} the table's {preview.live_file_count} live files hold",
         "",
         f"It asks because {'; '.join(approval_needed(threshold, preview)) or 'nothing (under the threshold)'} "
         f"(unattended up to {threshold.describe()}).",
