@@ -100,3 +100,14 @@ def test_bad_thresholds_are_refused_with_a_sentence(fields, message, bad_input):
     with pytest.raises(LakeConfigError, match=message) as raised:
         DeletionThreshold.from_json(fields)
     bad_input("approve_deletions_over (deletion threshold)", repr(fields), raised.value)
+
+
+def test_the_docs_list_every_xcom_key_of_the_approval():
+    import dataclasses
+    import re
+    from pathlib import Path
+
+    text = (Path(__file__).resolve().parent.parent / "docs" / "operators" / "approval.md").read_text()
+    text = text.split("## XCom")[1]
+    documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
+    assert documented == {f.name for f in dataclasses.fields(Approval)}
