@@ -111,3 +111,27 @@ def test_the_docs_list_every_xcom_key_of_the_approval():
     text = text.split("## XCom")[1]
     documented = set(re.findall(r"^\| `([a-z_]+)` \|", text, re.M))
     assert documented == {f.name for f in dataclasses.fields(Approval)}
+
+
+def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
+    from airflow.sdk import DAG
+
+    from airflow_lake_provider.task_group import lake_maintenance_group
+
+    with DAG("approval_shape", schedule=None) as dag:
+        gated = lake_maintenance_group(table="ns.gated", approve_deletions_over=DeletionThreshold(max_files=10))
+        plain = lake_maintenance_group(table="ns.plain")
+    chain = ["rewrite", "expire_preview", "approve_expire", "expire", "clean_preview", "approve_clean", "clean"]
+    for upstream, downstream in zip(chain, chain[1:]):
+        assert gated.child_id(downstream) in dag.get_task(gated.child_id(upstream)).downstream_task_ids
+    assert gated.expire.task_id == "ns_gated.expire" and gated.clean.task_id == "ns_gated.clean"
+    approve_expire = dag.get_task("ns_gated.approve_expire")
+    assert approve_expire.also_skip_on_reject == ["ns_gated.clean_preview", "ns_gated.approve_clean", "ns_gated.clean"]
+    assert dag.get_task("ns_gated.expire_preview").dry_run is True
+    assert {t.task_id for t in dag.tasks if t.task_id.startswith("ns_plain.")} == {
+        "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed"}
+    assert plain.expire.downstream_task_ids == {"ns_plain.clean"}
+
+    with pytest.raises(LakeConfigError, match="max_share is a share of the table") as raised, DAG("bad", schedule=None):
+        lake_maintenance_group(table="ns.bad", approve_deletions_over=DeletionThreshold(max_share=2))
+    bad_input("lake_maintenance_group(approve_deletions_over=...)", "DeletionThreshold(max_share=2)", raised.value)
