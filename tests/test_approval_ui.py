@@ -9,7 +9,7 @@ import pytest
 
 from demo_data import create_events_table
 from lake_checks import files_on_disk, table_fingerprint
-from test_ui_trigger_form import _log_in, output_dir, page  # noqa: F401 - fixtures
+from browser import log_in
 
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]
 
@@ -63,7 +63,7 @@ def test_a_person_approves_one_big_expiry_and_rejects_another(airflow, lake_hook
     airflow.wait_for_dag(DAG_ID)
     older = len(rejected_before[0]) - 1  # every snapshot but the current one goes
     run_approve, run_reject = _trigger(airflow, approved), _trigger(airflow, rejected)
-    _log_in(page, airflow)
+    log_in(page, airflow)
 
     _wait_for_the_gate(airflow, run_approve)
     _answer(page, airflow, run_approve, "Approve", older, screenshot=output_dir / "approval-required-action.png")
