@@ -128,6 +128,7 @@ def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
     approve_expire = dag.get_task("ns_gated.approve_expire")
     assert approve_expire.also_skip_on_reject == ["ns_gated.clean_preview", "ns_gated.approve_clean", "ns_gated.clean"]
     assert dag.get_task("ns_gated.expire_preview").dry_run is True
+    assert gated.expire.trigger_rule == gated.clean.trigger_rule == "all_success"  # only after their gate passed
     assert {t.task_id for t in dag.tasks if t.task_id.startswith("ns_plain.")} == {
         "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed"}
     assert plain.expire.downstream_task_ids == {"ns_plain.clean"}

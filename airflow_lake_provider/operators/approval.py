@@ -13,6 +13,7 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow_lake_provider.core.approval import (
     Approval,
     DeletionPreview,
+    LISTED_IN_BODY,
     DeletionThreshold,
     approval_body,
     approval_needed,
@@ -112,7 +113,7 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
             table=name, step=self.step, snapshot_ids=snapshot_ids,
             snapshot_reasons={str(k): v for k, v in (result.get("removed") or {}).items()},
             snapshot_file_count=len(files.content_files), snapshot_bytes=sum(files.content_files.values()),
-            snapshot_files=list(files.content_files)[:50], metadata_file_count=files.metadata_files,
+            snapshot_files=list(files.content_files)[:LISTED_IN_BODY], metadata_file_count=files.metadata_files,
             orphan_files=orphans, orphan_file_count=int(result.get("orphan_file_count") or 0),
             orphan_bytes=sum(_size(table.io, path) for path in orphans),
             live_file_count=live_count, live_bytes=live_bytes,
