@@ -14,8 +14,10 @@ from typing import Any
 
 from airflow.sdk import TaskGroup, XComArg, task
 
+from airflow_lake_provider.core.approval import DeletionThreshold
 from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.lease import (
@@ -33,6 +35,9 @@ PLAN, REWRITE, EXPIRE, CLEAN, PLAN_FAILED = "plan", "rewrite", "expire", "clean"
 ACQUIRE_LEASE, RELEASE_LEASE = "acquire_lease", "release_lease"
 #: What ``lease=`` may set: the acquire operator's settings.
 LEASE_OPTIONS = ("ttl_seconds", "on_busy", "wait_timeout_seconds", "poke_interval_seconds", "holder")
+#: With ``approve_deletions_over``: each deleting step's dry run and its approval gate.
+EXPIRE_PREVIEW, APPROVE_EXPIRE, CLEAN_PREVIEW, APPROVE_CLEAN = (
+    "expire_preview", "approve_expire", "clean_preview", "approve_clean")
 
 
 class LakeMaintenanceGroup(TaskGroup):
@@ -124,6 +129,7 @@ def lake_maintenance_group(
     dry_run: bool | None = None,
     cleanup_trigger_rule: str = "none_failed",
     lease: bool | Mapping[str, Any] = True,
+    approve_deletions_over: DeletionThreshold | dict[str, Any] | None = None,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -157,6 +163,12 @@ def lake_maintenance_group(
         (``ttl_seconds``, ``on_busy`` = ``"wait"``/``"skip"``/``"fail"``, ``wait_timeout_seconds``,
         ``poke_interval_seconds``, ``holder``; templated); ``False``: no lease (another run may
         then expire and clean while this one rewrites).
+    :param approve_deletions_over: a :class:`~airflow_lake_provider.core.approval.DeletionThreshold`
+        (or a mapping of its fields, templated): expire and clean each run first as a dry run
+        (``expire_preview``, ``clean_preview``), then through an approval gate (``approve_expire``,
+        ``approve_clean``) that waits for a person when the deletion goes over the threshold, and
+        remove only what the gate passed. A reject skips the rest of the group's deletions.
+        ``None`` (default): no previews, no gates (docs/operators/approval.md).
     """
     templated = "{{" in table
     if group_id is None:
@@ -188,18 +200,41 @@ def lake_maintenance_group(
             require_plan=True, plan_refusal=XComArg(plan, key=REFUSED_XCOM_KEY), trigger_rule="none_skipped",
             **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
         )
-        expire = IcebergExpireSnapshotsOperator(
-            task_id=EXPIRE, **common, protected_snapshot_ids=rewrite.output, trigger_rule=cleanup_trigger_rule,
-            **_given(override_table_retention=override_table_retention, older_than=older_than,
-                     retain_last=retain_last, dry_run=dry_run),
-        )
-        clean = IcebergCleanPolicyOperator(
-            task_id=CLEAN, **common, protected_snapshot_ids=[rewrite.output, expire.output], expire_result=expire.output,
-            orphan_older_than_hours=orphan_older_than_hours, trigger_rule=cleanup_trigger_rule,
-            **_given(policy=clean_policy, retained=clean_retained, override_table_retention=override_table_retention,
-                     dry_run=dry_run),
-        )
-        plan >> rewrite >> expire >> clean
+        gated = approve_deletions_over is not None
+        if isinstance(approve_deletions_over, DeletionThreshold):
+            approve_deletions_over.validate()
+        expire_args = {**common, "protected_snapshot_ids": rewrite.output, "trigger_rule": cleanup_trigger_rule,
+                       **_given(override_table_retention=override_table_retention, older_than=older_than,
+                                retain_last=retain_last)}
+
+        def clean_args(expire_step: Any) -> dict[str, Any]:
+            return {**common, "protected_snapshot_ids": [rewrite.output, expire_step.output],
+                    "expire_result": expire_step.output, "orphan_older_than_hours": orphan_older_than_hours,
+                    "trigger_rule": cleanup_trigger_rule,
+                    **_given(policy=clean_policy, retained=clean_retained,
+                             override_table_retention=override_table_retention)}
+
+        def gate(step: str, task_id: str, preview: Any, also_skip: list[str]) -> LakeDeletionApprovalOperator:
+            return LakeDeletionApprovalOperator(
+                task_id=task_id, table=table, step=step, preview=preview.output, threshold=approve_deletions_over,
+                lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip])
+
+        if not gated:
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **_given(dry_run=dry_run))
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), **_given(dry_run=dry_run))
+            plan >> rewrite >> expire >> clean
+        else:
+            expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
+            approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN])
+            # The gate is the real step's one upstream: it runs only when the gate passed (a gate that
+            # timed out or failed never lets a step run under a looser cleanup_trigger_rule).
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **{**expire_args, "trigger_rule": "all_success"},
+                                                    approved=approve_expire.output, **_given(dry_run=dry_run))
+            clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire), dry_run=True)
+            approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [])
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **{**clean_args(expire), "trigger_rule": "all_success"},
+                                               approved=approve_clean.output, **_given(dry_run=dry_run))
+            plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
         plan >> _plan_failed(plan_task_id=plan.task_id)
         if acquire is not None:
             release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=acquire.output,

@@ -147,6 +147,34 @@ def airflow(tmp_path_factory, postgres_server):
 
 
 @pytest.fixture
+def page():
+    """A chromium page (Debian's chromium driven by playwright, headless; tests/browser.py); skips without them."""
+    from browser import CHROMIUM, CHROMIUM_ARGS
+
+    playwright_api = pytest.importorskip("playwright.sync_api")
+    if not CHROMIUM.exists():
+        pytest.skip("Debian's chromium is not installed (apt-get install chromium chromium-driver; scripts/bootstrap.sh)")
+    with playwright_api.sync_playwright() as playwright:
+        # playwright gives the browser a fresh, empty profile of its own.
+        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
+        try:
+            yield browser.new_page(viewport={"width": 1400, "height": 1000})
+        finally:
+            browser.close()
+
+
+@pytest.fixture
+def output_dir(request) -> Path:
+    """An empty directory for the test's screenshots: test-output/<test name>."""
+    import shutil
+
+    directory = OUTPUT_DIR / request.node.name
+    shutil.rmtree(directory, ignore_errors=True)
+    directory.mkdir(parents=True)
+    return directory
+
+
+@pytest.fixture
 def bad_input():
     """``bad_input(surface, given, error)``: record a bad input tried and the error the user saw."""
     return bad_input_catalogue.record

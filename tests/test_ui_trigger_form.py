@@ -5,54 +5,15 @@ name refused, fill in a table, submit, and see the run succeed."""
 from __future__ import annotations
 
 import re
-import shutil
-from pathlib import Path
 from urllib.parse import unquote
 
 import pytest
 
 from demo_data import create_events_table
-from conftest import OUTPUT_DIR
+from browser import log_in
 from lake_checks import live_files, table_fingerprint
 
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]
-
-CHROMIUM = Path("/usr/bin/chromium")
-# Headless, and nothing that phones home: these machines have no network beyond the registries.
-CHROMIUM_ARGS = [
-    "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run", "--disable-background-networking",
-    "--disable-component-update", "--disable-sync", "--disable-dev-shm-usage",
-]
-
-
-@pytest.fixture
-def page():
-    playwright_api = pytest.importorskip("playwright.sync_api")
-    if not CHROMIUM.exists():
-        pytest.skip("Debian's chromium is not installed (apt-get install chromium chromium-driver; scripts/bootstrap.sh)")
-    with playwright_api.sync_playwright() as playwright:
-        # playwright gives the browser a fresh, empty profile of its own.
-        browser = playwright.chromium.launch(executable_path=str(CHROMIUM), headless=True, args=CHROMIUM_ARGS)
-        try:
-            yield browser.new_page(viewport={"width": 1400, "height": 1000})
-        finally:
-            browser.close()
-
-
-@pytest.fixture
-def output_dir(request) -> Path:
-    directory = OUTPUT_DIR / request.node.name
-    shutil.rmtree(directory, ignore_errors=True)
-    directory.mkdir(parents=True)
-    return directory
-
-
-def _log_in(page, airflow) -> None:
-    page.goto(f"{airflow.base_url}/")
-    page.locator("input[name=username]").fill(airflow.USER)
-    page.locator("input[name=password]").fill(airflow.password)
-    page.get_by_role("button", name="Sign in").click()
-    page.wait_for_url(re.compile(r"^(?!.*/auth/login).*$"))
 
 
 def _open_trigger_form(page, airflow):
@@ -71,7 +32,7 @@ def test_trigger_form_runs_lake_maintenance(airflow, lake_hook, namespace, page,
     name = f"{namespace}.events"
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
     fingerprint = table_fingerprint(lake_hook.load_table(name))
-    _log_in(page, airflow)
+    log_in(page, airflow)
 
     # The form shows what an operator needs at 2 a.m.: titles, descriptions, defaults.
     dialog = _open_trigger_form(page, airflow)

@@ -572,6 +572,8 @@ class CleanJobArgs(ExpireJobArgs):
     quarantine_location: str | None = None
     # The Airflow run the manifest names (None: a job run by hand).
     airflow_run: AirflowRun | None = None
+    # With an approval gate: only these orphans may be taken (None: no gate, every orphan found).
+    approved_orphan_files: list[str] | None = None
 
     def validate(self: C) -> C:
         # Imported here: core.quarantine builds on this module's Contract.

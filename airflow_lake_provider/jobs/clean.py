@@ -74,6 +74,9 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         kept = references.never_orphans(spark, catalog, jtable, candidates,
                                         reference_namespaces=args.reference_namespaces)
         orphans = [path for path in candidates if path not in kept]
+        if args.approved_orphan_files is not None:  # an approval gate: new orphans wait for the next run
+            approved = set(args.approved_orphan_files)
+            orphans = [path for path in orphans if path in approved]
         if orphans and not args.dry_run:
             if args.quarantine_days == 0:
                 take_orphans(jtable, orphans)

@@ -6,6 +6,7 @@ import time
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
@@ -30,6 +31,7 @@ from airflow_lake_provider.core.retention import (
     resolve_clean_policy,
 )
 from airflow_lake_provider.core.snapshots import table_state
+from airflow_lake_provider.operators.approval import keep_to_approval
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 __all__ = ["DEFAULT_ORPHAN_OLDER_THAN_HOURS", "ORPHAN_FLOOR_HOURS", "IcebergCleanPolicyOperator"]
@@ -81,12 +83,14 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         runs sit under ``<quarantine_location>/<namespace>/<table>``.
     :param quarantine_days: days a quarantined orphan is kept before a later clean deletes it
         (templated; default 7; 0: delete orphans at once, with no quarantine).
+    :param approved: the approval gate's result (``approve_clean.output``, templated): only the
+        snapshots and orphan files it names are removed (see ``docs/operators/approval.md``).
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
-        "dry_run", "expire_result", "reference_namespaces", "quarantine_location", "quarantine_days",
+        "dry_run", "expire_result", "reference_namespaces", "quarantine_location", "quarantine_days", "approved",
     )
 
     def __init__(
@@ -103,6 +107,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         reference_namespaces: list[str] | None = None,
         quarantine_location: str | None = None,
         quarantine_days: float = DEFAULT_QUARANTINE_DAYS,
+        approved: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -117,6 +122,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.reference_namespaces = reference_namespaces
         self.quarantine_location = quarantine_location
         self.quarantine_days = quarantine_days
+        self.approved = approved
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
@@ -144,6 +150,9 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
         )
         self.log.info("%s", together)
+        gated = self.approved is not None and not self.dry_run
+        if gated:
+            decision = keep_to_approval(self, decision, name, "clean")
         before = table_state(table)
         removed_refs = sorted(decision.removed_refs)
         if not decision.expire_ids and not removed_refs and cutoff is None:
@@ -157,6 +166,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                 orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
                 quarantine_days=quarantine_days, quarantine_location=self.quarantine_location,
                 airflow_run=_airflow_run(context),
+                approved_orphan_files=Approval.from_json(self.approved).orphan_files if gated else None,
             ).validate()
             outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
             verb = "would remove" if self.dry_run else "removed"

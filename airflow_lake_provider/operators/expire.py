@@ -20,6 +20,7 @@ from airflow_lake_provider.core.retention import (
     resolve_expiry,
 )
 from airflow_lake_provider.core.snapshots import table_state
+from airflow_lake_provider.operators.approval import keep_to_approval
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 
@@ -50,11 +51,15 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
     :param snapshot_ids: explicit snapshot IDs to expire (templated).
     :param protected_snapshot_ids: IDs, lists, or upstream step results whose snapshots must stay.
     :param dry_run: decide and report, change nothing.
+    :param approved: the approval gate's result (``approve_expire.output``, templated): only the
+        snapshots it names are expired; those the fresh decision adds (the table moved on while a
+        person read the list) stay for the next run. ``None``: no gate, the decision alone.
     """
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "override_table_retention", "older_than", "retain_last", "snapshot_ids", "protected_snapshot_ids", "dry_run",
+        "approved",
     )
 
     def __init__(
@@ -66,6 +71,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         snapshot_ids: SnapshotIds | None = None,
         protected_snapshot_ids: SnapshotIds | None = None,
         dry_run: bool = False,
+        approved: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -75,6 +81,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.snapshot_ids = snapshot_ids
         self.protected_snapshot_ids = protected_snapshot_ids
         self.dry_run = dry_run
+        self.approved = approved
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
@@ -94,6 +101,8 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.log.info("Retention of %s (%s):\n%s", name,
                       "override_table_retention: the values given replace the table's rules for main" if override
                       else "the table's own settings", decision.explain())
+        if self.approved is not None and not self.dry_run:
+            decision = keep_to_approval(self, decision, name, "expire")
         before = table_state(table)
         current_id = history.current_snapshot_id
         removed_refs = sorted(decision.removed_refs)

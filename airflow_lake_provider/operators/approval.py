@@ -1,0 +1,189 @@
+"""The approval gate before a big deletion: unattended under a threshold, a person's Approve/Reject above it."""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Mapping, Sequence
+from datetime import timedelta
+from functools import cached_property
+from typing import Any
+
+from airflow.providers.standard.operators.hitl import ApprovalOperator
+
+from airflow_lake_provider.core.approval import (
+    Approval,
+    DeletionPreview,
+    LISTED_IN_BODY,
+    DeletionThreshold,
+    approval_body,
+    approval_needed,
+    approval_subject,
+    files_only_in,
+    human_bytes,
+    live_totals,
+)
+from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.retention import RetentionDecision
+from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+#: The XCom key the gate keeps its preview under while it waits (a resumed task is a new object).
+PREVIEW_XCOM_KEY = "preview"
+#: The step results the gate reads, by their ``step`` name.
+STEPS = ("expire", "clean")
+
+
+class LakeDeletionApprovalOperator(ApprovalOperator):
+    """Let a deletion step run unattended under ``threshold``; above it, wait for a person's approval.
+
+    ``preview`` is the result of the same step run with ``dry_run=True`` (``expire_preview.output``
+    or ``clean_preview.output``). From it and the table's manifests (PyIceberg, in the worker, no
+    JVM) the gate works out what the real step would delete: the snapshots, the data and delete
+    files only they hold, and (clean) the orphan files, measured against the table's live files.
+
+    * At or under every limit of ``threshold``: returns at once, logging that it runs unattended.
+    * Over any limit: the task waits for input (Airflow's Required Actions, state
+      ``awaiting_input``) with a subject and a body listing what would go. **Approve** lets the
+      step run; **Reject** skips the step and ``also_skip_on_reject`` (the task ids of the deletions
+      that follow in the same group), so nothing is removed. With ``response_timeout`` and no
+      answer, Airflow fails the task: no answer is no approval.
+
+    Returns :class:`~airflow_lake_provider.core.approval.Approval` as JSON (``approved_by``:
+    ``"threshold"`` or the user; ``snapshot_ids`` and ``orphan_files``: what the step may
+    remove; ``digest``), which the step's ``approved`` argument takes. On reject it returns
+    Airflow's HITL response (``chosen_options: ["Reject"]``) and the step does not run.
+
+    :param table: ``namespace.table`` (templated).
+    :param step: ``"expire"`` or ``"clean"``: which step's result ``preview`` is.
+    :param preview: the dry-run step's result (templated; an ``XComArg``).
+    :param threshold: a :class:`DeletionThreshold` or a mapping of its fields (templated).
+    :param also_skip_on_reject: task ids skipped with the direct downstream on reject.
+    :param lake_conn_id: the ``iceberg_lake`` connection.
+    """
+
+    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "table", "preview", "threshold")
+    ui_color = "#ffe6b3"
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        step: str,
+        preview: Any,
+        threshold: DeletionThreshold | Mapping[str, Any],
+        also_skip_on_reject: Sequence[str] = (),
+        lake_conn_id: str = IcebergLakeHook.default_conn_name,
+        response_timeout: timedelta | None = None,
+        **kwargs: Any,
+    ) -> None:
+        if step not in STEPS:
+            raise LakeConfigError(f"The approval gate guards one of {', '.join(STEPS)}; got step {step!r}.")
+        if isinstance(threshold, DeletionThreshold):
+            threshold.validate()
+        # subject and body are set in execute, from the preview; the UI shows them only while waiting.
+        super().__init__(subject=f"Approve the {step} of {table}", body=None, response_timeout=response_timeout,
+                         **kwargs)
+        self.table = table
+        self.step = step
+        self.preview = preview
+        self.threshold = threshold
+        self.also_skip_on_reject = list(also_skip_on_reject)
+        self.lake_conn_id = lake_conn_id
+
+    @cached_property
+    def lake_hook(self) -> IcebergLakeHook:
+        return IcebergLakeHook(self.lake_conn_id)
+
+    def deletion_preview(self) -> DeletionPreview:
+        """What the step would delete: its dry-run result, with the files and bytes read from the manifests."""
+        result = self.preview
+        if not isinstance(result, Mapping):
+            raise LakeConfigError(f"The approval gate of the {self.step} of {self.table} needs the {self.step} "
+                                  f"dry run's result (e.g. {self.step}_preview.output); got {result!r}.")
+        if not result.get("dry_run"):
+            raise LakeConfigError(f"The approval gate of the {self.step} of {self.table} was given a result of a "
+                                  "run that was not a dry run: the files are gone already, there is nothing to approve.")
+        name = TableIdentifier.parse(self.table).dotted
+        table = self.lake_hook.load_table(TableIdentifier.parse(self.table))
+        snapshot_ids = [int(i) for i in result.get("would_expire_snapshot_ids") or ()]
+        files = files_only_in(table, snapshot_ids)
+        orphans = list(result.get("orphan_files") or ())
+        live_count, live_bytes = live_totals(table)
+        return DeletionPreview(
+            table=name, step=self.step, snapshot_ids=snapshot_ids,
+            snapshot_reasons={str(k): v for k, v in (result.get("removed") or {}).items()},
+            snapshot_file_count=len(files.content_files), snapshot_bytes=sum(files.content_files.values()),
+            snapshot_files=list(files.content_files)[:LISTED_IN_BODY], metadata_file_count=files.metadata_files,
+            orphan_files=orphans, orphan_file_count=int(result.get("orphan_file_count") or 0),
+            orphan_bytes=sum(_size(table.io, path) for path in orphans),
+            live_file_count=live_count, live_bytes=live_bytes,
+        )
+
+    def execute(self, context: Any) -> Any:
+        threshold = DeletionThreshold.from_json(self.threshold)
+        preview = self.deletion_preview()
+        over = approval_needed(threshold, preview)
+        if not over:
+            self.log.info("The %s of %s runs unattended: %d files (%s, %.1f%% of the table) is under the threshold "
+                          "of %s.", self.step, preview.table, preview.file_count, human_bytes(preview.byte_count),
+                          100 * preview.share, threshold.describe())
+            return Approval.of(preview, "threshold").to_json()
+        self.log.info("The %s of %s waits for approval: %s.", self.step, preview.table, "; ".join(over))
+        context["ti"].xcom_push(key=PREVIEW_XCOM_KEY, value=preview.to_json())
+        self.subject = approval_subject(preview)
+        self.body = approval_body(preview, threshold)
+        return super().execute(context)
+
+    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+        response = super(ApprovalOperator, self).execute_complete(context=context, event=event)
+        if response["chosen_options"][0] != self.APPROVE:
+            names = sorted({*self.downstream_task_ids, *self.also_skip_on_reject})
+            self.log.info("Rejected by %s: nothing is removed; skipping %s.", response["responded_by_user"], names)
+            dag = context["dag"]
+            self.skip(ti=context["ti"], tasks=[dag.get_task(task_id) for task_id in names])
+            return response
+        preview = DeletionPreview.from_json(
+            context["ti"].xcom_pull(task_ids=self.task_id, key=PREVIEW_XCOM_KEY, map_indexes=context["ti"].map_index))
+        user = response["responded_by_user"]
+        approval = Approval.of(preview, _user_name(user))
+        self.log.info("Approved by %s: the %s of %s may remove %d snapshots and %d orphan files (digest %s).",
+                      approval.approved_by, self.step, preview.table, len(approval.snapshot_ids),
+                      len(approval.orphan_files), approval.digest)
+        return approval.to_json()
+
+
+def _user_name(user: Any) -> str:
+    if isinstance(user, Mapping):
+        return str(user.get("name") or user.get("id") or "a user")
+    return str(user or "a user")
+
+
+def _size(io: Any, path: str) -> int:
+    """A file's size through the table's FileIO; 0 when it is gone already (it will not be deleted then)."""
+    try:
+        return len(io.new_input(path))
+    except (FileNotFoundError, OSError):
+        return 0
+
+
+def keep_to_approval(operator: Any, decision: RetentionDecision, table: str, step: str) -> RetentionDecision:
+    """``decision`` cut down to the snapshots ``operator.approved`` names (the deleting step's side of the gate).
+
+    Why the approved part and not a refusal when the fresh decision adds snapshots: a person may
+    take hours to answer, and on a table with age-based retention more snapshots come of age
+    meanwhile; refusing would fail every slow approval. Expiring a subset of the approved
+    snapshots deletes a subset of the files shown (the snapshots that stay only hold more), so
+    nothing that was not approved is deleted. The rest is left, named in the log, for the next run.
+    """
+    approval = Approval.from_json(operator.approved)
+    approved, left = approval.keep_to(table, step, decision.expire_ids)
+    if left:
+        operator.log.warning("Not in the approval by %s, kept for the next run to decide: snapshots %s of %s.",
+                             approval.approved_by, left, table)
+    operator.log.info("Approved by %s (digest %s): removing %d of the %d approved snapshots.", approval.approved_by,
+                      approval.digest, len(approved), len(approval.snapshot_ids))
+    reasons = dict(decision.reasons)
+    for sid in left:
+        reasons[sid] = "kept: not in the approval given for this run (the next run decides again)"
+    return dataclasses.replace(decision, expire_ids=tuple(approved), kept_ids=(*decision.kept_ids, *left),
+                               reasons=reasons)
