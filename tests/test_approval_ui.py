@@ -83,3 +83,8 @@ def test_a_person_approves_one_big_expiry_and_rejects_another(airflow, lake_hook
         assert _state(airflow, run_reject, task_id) == "skipped", task_id
     table = lake_hook.load_table(rejected)
     assert ([s.snapshot_id for s in table.snapshots()], files_on_disk(table)) == rejected_before
+    import generated_pages
+    generated_pages.save_figure("approval", (
+        f"Approval: in a browser, Approve let an expiry over the threshold remove {older} snapshots with rows "
+        f"unchanged; Reject left the other table's {len(rejected_before[0])} snapshots and {len(rejected_before[1])} "
+        "files exactly as they were (`tests/test_approval_ui.py`)"))

@@ -130,7 +130,8 @@ def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
     assert dag.get_task("ns_gated.expire_preview").dry_run is True
     assert gated.expire.trigger_rule == gated.clean.trigger_rule == "all_success"  # only after their gate passed
     assert {t.task_id for t in dag.tasks if t.task_id.startswith("ns_plain.")} == {
-        "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed"}
+        "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed",
+        "ns_plain.acquire_lease", "ns_plain.release_lease"}
     assert plain.expire.downstream_task_ids == {"ns_plain.clean"}
 
     with pytest.raises(LakeConfigError, match="max_share is a share of the table") as raised, DAG("bad", schedule=None):
