@@ -3,8 +3,22 @@
 from __future__ import annotations
 
 import hashlib
+import os
+import time
 from pathlib import Path
 from urllib.parse import urlsplit
+
+
+def local_path(uri: str) -> str:
+    """The local path of a ``file:`` URI (or of a bare path) of the embedded lake."""
+    return urlsplit(uri).path
+
+
+def age_files(paths, hours: float) -> None:
+    """Set the modification time of ``paths`` (URIs or paths) ``hours`` back: past an orphan floor."""
+    then = time.time() - hours * 3600
+    for path in paths:
+        os.utime(local_path(path), (then, then))
 
 
 def rows_fingerprint(rows: list[dict]) -> tuple[int, str]:

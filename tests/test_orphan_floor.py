@@ -8,28 +8,15 @@
 
 from __future__ import annotations
 
-import os
-import time
-from urllib.parse import urlsplit
 
 import pytest
 
 from demo_data import create_events_table
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from test_concurrency_matrix import writer  # noqa: F401 - the other-writer process fixture
-from test_kills import files_on_disk
+from lake_checks import age_files, files_on_disk, local_path
 
 pytestmark = pytest.mark.spark_submit
-
-
-def _local(path: str) -> str:
-    return urlsplit(path).path
-
-
-def _age(paths, hours: float) -> None:
-    then = time.time() - hours * 3600
-    for path in paths:
-        os.utime(_local(path), (then, then))
 
 
 def test_orphan_floor_keeps_young_and_referenced_files_of_an_in_flight_writer(lake_hook, namespace, writer):  # noqa: F811
@@ -37,7 +24,7 @@ def test_orphan_floor_keeps_young_and_referenced_files_of_an_in_flight_writer(la
     create_events_table(lake_hook.catalog, name, days=1, commits_per_day=3, rows_per_commit=10)
     table = lake_hook.load_table(name)
     tagged_snapshot = table.current_snapshot().snapshot_id
-    tagged_files = {_local(t.file.file_path) for t in table.scan().plan_files()}
+    tagged_files = {local_path(t.file.file_path) for t in table.scan().plan_files()}
     table.manage_snapshots().create_tag(tagged_snapshot, "audit-v1").create_branch(tagged_snapshot, "staging").commit()
 
     # The in-flight writer: files written, not committed (young, unreferenced).
@@ -54,17 +41,17 @@ def test_orphan_floor_keeps_young_and_referenced_files_of_an_in_flight_writer(la
     assert table.scan().to_arrow().num_rows == 0
 
     # Everything is old now except the in-flight writer's files.
-    _age(files_on_disk(table) - {_local(p) for p in in_flight}, hours=96)
-    _age(dead, hours=96)
+    age_files(files_on_disk(table) - {local_path(p) for p in in_flight}, hours=96)
+    age_files(dead, hours=96)
 
     # Other tables are no concern here (tests/test_orphan_references.py): the session's catalog is large.
     result = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, orphan_older_than_hours=24,
                                         reference_namespaces=[namespace]).execute({})
-    deleted = {_local(p) for p in result["orphan_files"]}
-    assert deleted == {_local(p) for p in dead}  # the control: old unreferenced files do go
+    deleted = {local_path(p) for p in result["orphan_files"]}
+    assert deleted == {local_path(p) for p in dead}  # the control: old unreferenced files do go
     on_disk = files_on_disk(lake_hook.load_table(name))
-    assert {_local(p) for p in in_flight} <= on_disk  # young: kept although unreferenced
-    assert {_local(p) for p in branch_files} <= on_disk  # held by the branch
+    assert {local_path(p) for p in in_flight} <= on_disk  # young: kept although unreferenced
+    assert {local_path(p) for p in branch_files} <= on_disk  # held by the branch
     assert tagged_files <= on_disk  # held by the tag and the branch
 
     # The in-flight writer now commits: its files are all there, the rows read back.

@@ -12,32 +12,27 @@ import datetime as dt
 import os
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pyarrow.parquet as pq
 
 from demo_data import EVENTS_SCHEMA, _batch, create_events_table
-from lake_checks import table_fingerprint
+from lake_checks import local_path, table_fingerprint
 from airflow_lake_provider.jobs import clean, iceberg, references
 
 DAY_MS = 24 * 3600 * 1000
 
 
-def _local(path: str) -> str:
-    return urlsplit(path).path
-
-
 def _age_tree(location: str, hours: float = 96) -> None:
     """Every file under ``location`` modified ``hours`` ago: past any floor."""
     then = time.time() - hours * 3600
-    for folder, _, names in os.walk(_local(location)):
+    for folder, _, names in os.walk(local_path(location)):
         for name in names:
             os.utime(os.path.join(folder, name), (then, then))
 
 
 def _dead_writer_file(location: str) -> str:
     """A data file a writer wrote and never committed (the control: a true orphan)."""
-    path = Path(_local(location)) / "data" / "day=2026-01-01" / "00000-0-dead-writer.parquet"
+    path = Path(local_path(location)) / "data" / "day=2026-01-01" / "00000-0-dead-writer.parquet"
     pq.write_table(_batch(9000, 3, _day(), ["x"]), path)
     return str(path)
 
@@ -57,11 +52,11 @@ def _events(lake_hook, name: str):
 
 
 def _kept_locally(result: dict) -> dict[str, str]:
-    return {_local(path): reason for path, reason in result["kept_referenced"].items()}
+    return {local_path(path): reason for path, reason in result["kept_referenced"].items()}
 
 
 def _taken_locally(result: dict) -> set[str]:
-    return {_local(path) for path in result["orphan_files"]}
+    return {local_path(path) for path in result["orphan_files"]}
 
 
 def test_files_a_registered_copy_references_are_kept(spark, lake_hook, namespace):
@@ -71,7 +66,7 @@ def test_files_a_registered_copy_references_are_kept(spark, lake_hook, namespace
     lake_hook.catalog.create_namespace(f"{namespace}_copy")
     copy = lake_hook.catalog.register_table(copy_name, source.metadata_location)
     before = table_fingerprint(copy)
-    shared = {_local(task.file.file_path) for task in copy.scan().plan_files()}
+    shared = {local_path(task.file.file_path) for task in copy.scan().plan_files()}
 
     # The source moves on and expires its history without deleting files (as another engine's expiry
     # may): the shared files are now unreferenced by the source, still referenced by the copy.
@@ -104,7 +99,7 @@ def test_files_another_table_added_with_add_files_are_kept_and_the_namespace_sco
     imported is no orphan. ``reference_namespaces`` limits which tables are asked (the user's risk)."""
     source_name, importer_name = f"{namespace}.source", f"{namespace}_imports.importer"
     source = _events(lake_hook, source_name)
-    imported = Path(_local(source.location())) / "data" / "landing" / "batch-0001.parquet"
+    imported = Path(local_path(source.location())) / "data" / "landing" / "batch-0001.parquet"
     imported.parent.mkdir(parents=True)
     pq.write_table(_batch(500, 6, _day(), ["z"]), imported)
     lake_hook.catalog.create_namespace(f"{namespace}_imports")
@@ -143,7 +138,7 @@ def test_the_tables_own_metadata_statistics_and_version_hint_are_never_taken(spa
     statistics = [str(f.path()) for f in jtable.statisticsFiles()]
     partition_statistics = [str(f.path()) for f in jtable.partitionStatisticsFiles()]
     assert statistics and partition_statistics
-    hint = Path(_local(table.location())) / "metadata" / "version-hint.text"
+    hint = Path(local_path(table.location())) / "metadata" / "version-hint.text"
     hint.write_text("7")
     dead = _dead_writer_file(table.location())
     _age_tree(table.location())
@@ -160,11 +155,11 @@ def test_the_tables_own_metadata_statistics_and_version_hint_are_never_taken(spa
             f"the table's partition-statistics file of snapshot {jtable.currentSnapshot().snapshotId()}",
         f"file:{hint}": "the table's version hint (metadata/version-hint.text)",
     }
-    assert all(os.path.exists(_local(path)) for path in own)
+    assert all(os.path.exists(local_path(path)) for path in own)
 
     # The guard alone, given them as candidates (Iceberg 1.10's scan already counts them reachable),
     # spelt as Hadoop's listing spells them (file:/x) while the metadata says file:///x.
-    listed = {f"file:{_local(path)}": reason for path, reason in own.items()}
+    listed = {f"file:{local_path(path)}": reason for path, reason in own.items()}
     kept = references.never_orphans(spark, "lake", jtable, [*listed, f"file:{dead}"], reference_namespaces=[])
     assert kept == listed
 
@@ -186,7 +181,7 @@ def test_a_table_that_cannot_be_read_or_an_unknown_namespace_keeps_every_candida
     broken_name = f"{namespace}_broken.lost"
     lake_hook.catalog.create_namespace(f"{namespace}_broken")
     broken = lake_hook.catalog.create_table(broken_name, schema=EVENTS_SCHEMA)
-    os.remove(_local(broken.metadata_location))  # its metadata file lost: the table cannot be loaded
+    os.remove(local_path(broken.metadata_location))  # its metadata file lost: the table cannot be loaded
     try:
         result = _clean(spark, name, reference_namespaces=[namespace, f"{namespace}_broken"])
     finally:  # the session's other cleans must not meet it

@@ -19,14 +19,13 @@ import subprocess
 import sys
 import time
 from pathlib import Path
-from urllib.parse import urlsplit
 
 import pytest
 
 import generated_pages
 
 from demo_data import _batch, create_events_table
-from lake_checks import FakeTaskInstance, files_on_disk, rows_fingerprint, table_fingerprint
+from lake_checks import FakeTaskInstance, age_files, files_on_disk, local_path, rows_fingerprint, table_fingerprint
 from test_kills import stray_checksums
 
 from airflow_lake_provider.core.contracts import AirflowRun, CleanJobArgs, RestoreQuarantineJobArgs
@@ -36,16 +35,6 @@ from airflow_lake_provider.jobs import clean, restore_quarantine
 
 FLOOR_HOURS = 24
 RUN = AirflowRun(dag_id="tests", run_id="manual__quarantine", task_id="clean", try_number=1)
-
-
-def _local(path: str) -> str:
-    return urlsplit(path).path
-
-
-def _age(paths, hours: float) -> None:
-    then = time.time() - hours * 3600
-    for path in paths:
-        os.utime(_local(path), (then, then))
 
 
 def _clean(spark, name: str, **args) -> dict:
@@ -76,7 +65,7 @@ def _commit(table, data_files) -> None:
 
 
 def _quarantine_root(table) -> Path:
-    return Path(_local(quarantine_root(table.location(), "x.events")))
+    return Path(local_path(quarantine_root(table.location(), "x.events")))
 
 
 def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again(spark, lake_hook, namespace):
@@ -84,10 +73,10 @@ def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=3, rows_per_commit=10)
     committed_rows = table.scan().to_arrow().to_pylist()
     staged, batch = _in_flight_files(table, start_id=5000, rows=7)
-    staged_paths = {_local(f.file_path) for f in staged}
+    staged_paths = {local_path(f.file_path) for f in staged}
     sizes = {path: os.path.getsize(path) for path in staged_paths}
     # The writer is slow: its files are older than the floor when the clean step lists them.
-    _age(staged_paths, hours=FLOOR_HOURS + 2)
+    age_files(staged_paths, hours=FLOOR_HOURS + 2)
     mtimes = {path: int(os.path.getmtime(path) * 1000) for path in staged_paths}
 
     result = _clean(spark, name)
@@ -98,14 +87,14 @@ def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again
     on_disk = files_on_disk(lake_hook.load_table(name))
     assert not staged_paths & on_disk and not stray_checksums(table)
     root = _quarantine_root(table)
-    location = Path(_local(table.location()))
+    location = Path(local_path(table.location()))
     assert not root.is_relative_to(location)
     for path in staged_paths:
         assert (root / run / "files" / Path(path).relative_to(location)).is_file()
-    manifest = json.loads(Path(_local(result["quarantine_manifest"])).read_text())
+    manifest = json.loads(Path(local_path(result["quarantine_manifest"])).read_text())
     assert manifest["table"] == name and manifest["run_key"] == run
     assert manifest["airflow_run"] == RUN.to_json()
-    assert {_local(f["original_path"]): (f["size"], f["modified_ms"]) for f in manifest["files"]} == \
+    assert {local_path(f["original_path"]): (f["size"], f["modified_ms"]) for f in manifest["files"]} == \
         {path: (sizes[path], mtimes[path]) for path in staged_paths}
 
     # The writer commits: the table now names files that are not there.
@@ -115,7 +104,7 @@ def test_a_wrongly_taken_in_flight_file_is_restored_and_the_table_reads_it_again
 
     restored = _restore(spark, name, run)
     assert restored["restored_count"] == len(staged) and restored["skipped"] == {}
-    assert {_local(p) for p in restored["restored"]} == staged_paths
+    assert {local_path(p) for p in restored["restored"]} == staged_paths
     assert not stray_checksums(table)
     expected = rows_fingerprint(committed_rows + batch.to_pylist())
     assert table_fingerprint(lake_hook.load_table(name)) == expected and expected[0] == 37
@@ -141,7 +130,7 @@ def test_purge_removes_only_the_runs_past_their_days_and_zero_days_deletes_at_on
     runs = []
     for start in (100, 200):
         staged, _ = _in_flight_files(table, start_id=start, rows=3)
-        _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+        age_files([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
         runs.append(_clean(spark, name)["quarantine_run"])
     old, young = runs
     assert old < young  # run keys sort by time
@@ -162,11 +151,11 @@ def test_purge_removes_only_the_runs_past_their_days_and_zero_days_deletes_at_on
 
     # quarantine_days=0: today's behaviour, orphans deleted at once; every run left is purged too.
     staged, _ = _in_flight_files(table, start_id=300, rows=3)
-    _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+    age_files([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
     at_once = _clean(spark, name, quarantine_days=0)
     assert at_once["orphan_file_count"] == 1 and at_once["quarantine_run"] is None
     assert at_once["purged_runs"] == [young]
-    assert not any(os.path.exists(_local(f.file_path)) for f in staged)
+    assert not any(os.path.exists(local_path(f.file_path)) for f in staged)
     assert not root.exists() or not any(root.iterdir())
     assert not stray_checksums(table)
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
@@ -209,7 +198,7 @@ def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, n
     name = f"{namespace}.events"
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
     staged, batch = _in_flight_files(table, start_id=900, rows=4)
-    _age([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
+    age_files([f.file_path for f in staged], hours=FLOOR_HOURS + 2)
     expected = rows_fingerprint(table.scan().to_arrow().to_pylist() + batch.to_pylist())
     where = f"file://{tmp_path}/quarantine"
 
@@ -218,7 +207,7 @@ def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, n
                                          quarantine_location=where, quarantine_days="3").execute({"ti": ti})
     assert cleaned["quarantined_file_count"] == 1 and cleaned["quarantine_days"] == 3
     assert cleaned["quarantine_manifest"].startswith(f"{where}/{namespace}/events/{cleaned['quarantine_run']}/")
-    assert not os.path.exists(_local(staged[0].file_path))
+    assert not os.path.exists(local_path(staged[0].file_path))
     _commit(lake_hook.load_table(name), staged)  # the slow writer commits the file the clean step took
 
     # The documented hand command (docs/operators/restore.md): the restore operator outside any DAG.
