@@ -226,14 +226,15 @@ def lake_maintenance_group(
         else:
             expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
             approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN])
-            # The gate is the real step's one upstream: it runs only when the gate passed (a gate that
-            # timed out or failed never lets a step run under a looser cleanup_trigger_rule).
-            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **{**expire_args, "trigger_rule": "all_success"},
-                                                    approved=approve_expire.output, **_given(dry_run=dry_run))
+            # The step runs after a skipped rewrite too (cleanup_trigger_rule), so the trigger rule cannot
+            # be what stops it: require_approval makes it skip itself when its gate passed nothing, and a
+            # gate that failed or timed out fails it (none_failed).
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, approved=approve_expire.output,
+                                                    require_approval=True, **_given(dry_run=dry_run))
             clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire), dry_run=True)
             approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [])
-            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **{**clean_args(expire), "trigger_rule": "all_success"},
-                                               approved=approve_clean.output, **_given(dry_run=dry_run))
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), approved=approve_clean.output,
+                                               require_approval=True, **_given(dry_run=dry_run))
             plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
         plan >> _plan_failed(plan_task_id=plan.task_id)
         if acquire is not None:

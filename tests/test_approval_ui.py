@@ -82,7 +82,9 @@ def test_a_person_approves_one_big_expiry_and_rejects_another(airflow, lake_hook
     for task_id in ("expire", "clean_preview", "approve_clean", "clean"):
         assert _state(airflow, run_reject, task_id) == "skipped", task_id
     table = lake_hook.load_table(rejected)
-    assert ([s.snapshot_id for s in table.snapshots()], files_on_disk(table)) == rejected_before
+    # Every snapshot and every file is still there (the lease's commits add metadata files, nothing goes).
+    assert [s.snapshot_id for s in table.snapshots()] == rejected_before[0]
+    assert rejected_before[1] <= files_on_disk(table)
     import generated_pages
     generated_pages.save_figure("approval", (
         f"Approval: in a browser, Approve let an expiry over the threshold remove {older} snapshots with rows "

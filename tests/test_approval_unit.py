@@ -128,7 +128,8 @@ def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
     approve_expire = dag.get_task("ns_gated.approve_expire")
     assert approve_expire.also_skip_on_reject == ["ns_gated.clean_preview", "ns_gated.approve_clean", "ns_gated.clean"]
     assert dag.get_task("ns_gated.expire_preview").dry_run is True
-    assert gated.expire.trigger_rule == gated.clean.trigger_rule == "all_success"  # only after their gate passed
+    assert gated.expire.require_approval and gated.clean.require_approval  # no answer from the gate: they skip
+    assert gated.expire.trigger_rule == gated.clean.trigger_rule == "none_failed"  # a failed gate fails them
     assert {t.task_id for t in dag.tasks if t.task_id.startswith("ns_plain.")} == {
         "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed",
         "ns_plain.acquire_lease", "ns_plain.release_lease"}
@@ -137,3 +138,15 @@ def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
     with pytest.raises(LakeConfigError, match="max_share is a share of the table") as raised, DAG("bad", schedule=None):
         lake_maintenance_group(table="ns.bad", approve_deletions_over=DeletionThreshold(max_share=2))
     bad_input("lake_maintenance_group(approve_deletions_over=...)", "DeletionThreshold(max_share=2)", raised.value)
+
+
+def test_a_gated_step_without_an_approval_skips_itself_before_reading_the_table():
+    from airflow.sdk.exceptions import AirflowSkipException
+
+    from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+    from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+
+    for operator in (IcebergExpireSnapshotsOperator, IcebergCleanPolicyOperator):
+        step = operator(task_id="step", table="ns.nowhere", require_approval=True, approved=None)
+        with pytest.raises(AirflowSkipException, match="none reached it"):
+            step.execute({})  # the table does not exist: the skip comes first

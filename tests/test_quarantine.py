@@ -38,8 +38,10 @@ RUN = AirflowRun(dag_id="tests", run_id="manual__quarantine", task_id="clean", t
 
 
 def _clean(spark, name: str, **args) -> dict:
-    """The clean job, orphans only (nothing to expire), with the floor at ``FLOOR_HOURS``."""
+    """The clean job, orphans only (nothing to expire), with the floor at ``FLOOR_HOURS``. References are
+    checked in the test's own namespace: the session's catalog holds every test's tables."""
     cutoff = int((time.time() - FLOOR_HOURS * 3600) * 1000)
+    args.setdefault("reference_namespaces", [name.split(".")[0]])
     return clean.run(spark, "lake", CleanJobArgs(table=name, orphan_older_than_ms=cutoff, airflow_run=RUN,
                                                  **args).to_json())
 
@@ -204,7 +206,8 @@ def test_the_operators_quarantine_then_restore_through_spark_submit(lake_hook, n
 
     ti = FakeTaskInstance(dag_id="lake_maintenance", run_id="manual__q", task_id="clean")
     cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=5, orphan_older_than_hours=FLOOR_HOURS,
-                                         quarantine_location=where, quarantine_days="3").execute({"ti": ti})
+                                         quarantine_location=where, quarantine_days="3",
+                                         reference_namespaces=[namespace]).execute({"ti": ti})
     assert cleaned["quarantined_file_count"] == 1 and cleaned["quarantine_days"] == 3
     assert cleaned["quarantine_manifest"].startswith(f"{where}/{namespace}/events/{cleaned['quarantine_run']}/")
     assert not os.path.exists(local_path(staged[0].file_path))

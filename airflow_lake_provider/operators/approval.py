@@ -9,6 +9,7 @@ from functools import cached_property
 from typing import Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.core.approval import (
     Approval,
@@ -164,6 +165,24 @@ def _size(io: Any, path: str) -> int:
         return len(io.new_input(path))
     except (FileNotFoundError, OSError):
         return 0
+
+
+def passed_gate(operator: Any, step: str) -> bool:
+    """Whether a deleting step runs under an approval (``operator.approved``), checked before it reads the table.
+
+    A gated step (``require_approval``, set by the group) whose gate passed nothing (rejected,
+    skipped, or never run) skips itself: the trigger rule alone cannot say so, since the step
+    must still run after a skipped rewrite. A dry run removes nothing and needs no approval.
+    """
+    if operator.dry_run:
+        return False
+    if operator.approved is None:
+        if operator.require_approval:
+            raise AirflowSkipException(
+                f"The {step} of {operator.table} runs only with its approval gate's answer, and none reached it "
+                "(the gate rejected, skipped or did not run): nothing is removed.")
+        return False
+    return True
 
 
 def keep_to_approval(operator: Any, decision: RetentionDecision, table: str, step: str) -> RetentionDecision:

@@ -31,7 +31,7 @@ from airflow_lake_provider.core.retention import (
     resolve_clean_policy,
 )
 from airflow_lake_provider.core.snapshots import table_state
-from airflow_lake_provider.operators.approval import keep_to_approval
+from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 __all__ = ["DEFAULT_ORPHAN_OLDER_THAN_HOURS", "ORPHAN_FLOOR_HOURS", "IcebergCleanPolicyOperator"]
@@ -85,6 +85,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         (templated; default 7; 0: delete orphans at once, with no quarantine).
     :param approved: the approval gate's result (``approve_clean.output``, templated): only the
         snapshots and orphan files it names are removed (see ``docs/operators/approval.md``).
+    :param require_approval: set by the group with a gate: without an approval (rejected, skipped) the
+        step skips itself and removes nothing.
     """
 
     template_fields: Sequence[str] = (
@@ -108,6 +110,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         quarantine_location: str | None = None,
         quarantine_days: float = DEFAULT_QUARANTINE_DAYS,
         approved: dict[str, Any] | None = None,
+        require_approval: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -123,9 +126,11 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.quarantine_location = quarantine_location
         self.quarantine_days = quarantine_days
         self.approved = approved
+        self.require_approval = require_approval
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
+        gated = passed_gate(self, "clean")
         now_ms = int(time.time() * 1000)
         settings = CleanSettings.checked(
             self.policy, self.retained, override_table_retention=self.override_table_retention,
@@ -150,7 +155,6 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
             main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
         )
         self.log.info("%s", together)
-        gated = self.approved is not None and not self.dry_run
         if gated:
             decision = keep_to_approval(self, decision, name, "clean")
         before = table_state(table)

@@ -20,7 +20,7 @@ from airflow_lake_provider.core.retention import (
     resolve_expiry,
 )
 from airflow_lake_provider.core.snapshots import table_state
-from airflow_lake_provider.operators.approval import keep_to_approval
+from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 
@@ -54,6 +54,8 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
     :param approved: the approval gate's result (``approve_expire.output``, templated): only the
         snapshots it names are expired; those the fresh decision adds (the table moved on while a
         person read the list) stay for the next run. ``None``: no gate, the decision alone.
+    :param require_approval: set by the group with a gate: without an approval (rejected, skipped) the
+        step skips itself and removes nothing.
     """
 
     template_fields: Sequence[str] = (
@@ -72,6 +74,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         protected_snapshot_ids: SnapshotIds | None = None,
         dry_run: bool = False,
         approved: dict[str, Any] | None = None,
+        require_approval: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -82,9 +85,11 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.protected_snapshot_ids = protected_snapshot_ids
         self.dry_run = dry_run
         self.approved = approved
+        self.require_approval = require_approval
 
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
+        gated = passed_gate(self, "expire")
         now_ms = int(time.time() * 1000)
         cutoff = parse_older_than(self.older_than, now_ms=now_ms)
         settings = ExpirySettings.requested(self.override_table_retention, older_than_ms=cutoff,
@@ -101,7 +106,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.log.info("Retention of %s (%s):\n%s", name,
                       "override_table_retention: the values given replace the table's rules for main" if override
                       else "the table's own settings", decision.explain())
-        if self.approved is not None and not self.dry_run:
+        if gated:
             decision = keep_to_approval(self, decision, name, "expire")
         before = table_state(table)
         current_id = history.current_snapshot_id
