@@ -11,7 +11,18 @@ import re
 RECORDED: list[dict[str, str]] = []
 
 
-def record(surface: str, given: str, error: BaseException | str, *, table_checked: bool = False) -> None:
+def _as_text(given: object) -> str:
+    """The bad input as one line of text: arguments as ``name=value``, anything else as its repr."""
+    if isinstance(given, str):
+        return given
+    if isinstance(given, dict):
+        return ", ".join(f"{name}={value!r}" for name, value in given.items())
+    return repr(given)
+
+
+def record(surface: str, given: object, error: BaseException | str, *, table_checked: bool = False) -> None:
+    """Note one bad input tried (``given``: text, or a mapping of the arguments) and what the user saw."""
+    given = _as_text(given)
     message = str(error)
     if isinstance(error, BaseException):
         message = f"{type(error).__name__}: {message}"
