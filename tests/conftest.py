@@ -41,6 +41,10 @@ os.environ.update(
         "PYSPARK_DRIVER_PYTHON": sys.executable,
     }
 )
+# Test JVMs live for seconds on tiny tables: the C1 compiler alone and the serial collector start
+# them 12-20% faster on 2 cores (measured on one spark-submit job and two in-session tests).
+# Production jobs keep the JVM's defaults: this is only the tests' environment.
+os.environ.setdefault("JAVA_TOOL_OPTIONS", "-XX:TieredStopAtLevel=1 -XX:+UseSerialGC")
 os.environ["PATH"] = f"{Path(sys.executable).parent}{os.pathsep}{os.environ.get('PATH', '')}"
 # Processes the tests start (another writer, a sensor's worker) import the sample tables as the
 # tests do (pyproject's pythonpath): scripts/ is not part of the installed package.

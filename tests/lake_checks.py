@@ -153,3 +153,27 @@ def plans_by_both_engines(**operator_args) -> tuple[dict, dict]:
         assert plan.pop("engine") == engine
         plans.append(plan)
     return plans[0], plans[1]
+
+
+def job_processes(marker: str = "jobs/main.py", *, under: int | None = None,
+                  spark_submit_only: bool = False) -> list:
+    """Our Spark jobs' processes now running, found by ``marker`` in their command line.
+
+    ``under``: only descendants of that process (a spark-submit the test started);
+    ``spark_submit_only``: only spark-submit itself (its JVM or script), not the Python driver.
+    """
+    import psutil
+
+    try:
+        candidates = psutil.Process(under).children(recursive=True) if under else psutil.process_iter()
+    except psutil.NoSuchProcess:
+        return []
+    found = []
+    for process in candidates:
+        try:
+            cmdline = " ".join(process.cmdline())
+        except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
+            continue
+        if marker in cmdline and (not spark_submit_only or "SparkSubmit" in cmdline or "spark-submit" in cmdline):
+            found.append(process)
+    return found

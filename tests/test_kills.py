@@ -15,7 +15,6 @@ import time
 from pathlib import Path
 from urllib.parse import urlsplit
 
-import psutil
 import pytest
 
 from demo_data import create_events_table
@@ -24,7 +23,7 @@ from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperato
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 import generated_pages
-from lake_checks import FakeTaskInstance, files_on_disk, table_fingerprint
+from lake_checks import FakeTaskInstance, files_on_disk, job_processes, table_fingerprint
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark_submit]
 KILLS: list[dict] = []
@@ -51,21 +50,6 @@ def referenced_files(table) -> set[str]:
             for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=False):
                 paths.add(urlsplit(entry.data_file.file_path).path)
     return paths
-
-
-def _driver_processes(spark_submit_pid: int) -> list[psutil.Process]:
-    try:
-        children = psutil.Process(spark_submit_pid).children(recursive=True)
-    except psutil.NoSuchProcess:
-        return []
-    found = []
-    for child in children:
-        try:
-            if any(part.endswith("jobs/main.py") for part in child.cmdline()):
-                found.append(child)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            pass
-    return found
 
 
 def run_and_kill(op, context: dict, after_seconds: float, how: str, trigger=None, then_wait: float = 0.0) -> str:
@@ -96,7 +80,7 @@ def run_and_kill(op, context: dict, after_seconds: float, how: str, trigger=None
                 op.on_kill()
                 killed_at = elapsed
             else:
-                drivers = _driver_processes(process.pid)
+                drivers = job_processes(under=process.pid)
                 for driver in drivers:
                     os.kill(driver.pid, signal.SIGKILL)
                 if drivers:

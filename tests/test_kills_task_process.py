@@ -20,21 +20,11 @@ import pytest
 import generated_pages
 from airflow_lake_provider.hooks.spark_job import dies_with_task
 from demo_data import create_events_table
-from lake_checks import live_files, table_fingerprint
+from lake_checks import job_processes, live_files, table_fingerprint
 
 STEPS = ("plan", "rewrite", "expire", "clean")
 #: Seconds after spark-submit appears: inside the JVM's start or the job itself.
 KILL_AFTER = {"plan": 4.0, "rewrite": 9.0, "expire": 6.0, "clean": 6.0}
-
-
-def spark_submits() -> list[psutil.Process]:
-    """The spark-submit processes of our jobs now running (not their Python drivers)."""
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        cmdline = " ".join(process.info["cmdline"] or ())
-        if "jobs/main.py" in cmdline and ("SparkSubmit" in cmdline or "spark-submit" in cmdline):
-            found.append(process)
-    return found
 
 
 def running_task(airflow, run_id: str) -> str | None:
@@ -46,7 +36,7 @@ def kill_task_process(airflow, run_id: str, step: str, timeout: float = 240) -> 
     """Wait for ``step``'s spark-submit, then SIGKILL its parent, the task process."""
     deadline = time.monotonic() + timeout
     while time.monotonic() < deadline:
-        submits = spark_submits()
+        submits = job_processes(spark_submit_only=True)
         if submits and running_task(airflow, run_id) == step:
             submit = submits[0]
             time.sleep(KILL_AFTER[step])
@@ -124,7 +114,7 @@ def test_killing_the_task_process_of_each_step_loses_nothing_and_the_retry_conve
     history = [s.snapshot_id for s in table.snapshots()]
     assert rewrite["snapshot_id_after"] in history
     assert table.current_snapshot().snapshot_id == rewrite["snapshot_id_after"]  # expire and clean keep it current
-    assert not spark_submits()
+    assert not job_processes(spark_submit_only=True)
     generated_pages.save("kills-task-process", {"hits": kills})
     from test_kills import KILLS  # the in-process drill, when it ran in this session (it runs first)
     in_process = [k for k in KILLS if k["at"][0].isdigit()]

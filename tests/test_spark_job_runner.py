@@ -11,6 +11,8 @@ import pytest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
+from lake_checks import job_processes
+
 pytestmark = pytest.mark.spark_submit
 
 
@@ -69,17 +71,6 @@ def test_result_location_directory_is_honoured(lake_hook, tmp_path):
     assert job.run_job("sql", {"statements": ["SELECT 41 + 1 AS answer"]})["rows"] == [{"answer": 42}]
 
 
-def _job_processes(marker: str) -> list[psutil.Process]:
-    found = []
-    for process in psutil.process_iter(["cmdline"]):
-        try:
-            if any(marker in part for part in process.info["cmdline"] or []):
-                found.append(process)
-        except (psutil.NoSuchProcess, psutil.AccessDenied):
-            continue
-    return found
-
-
 def test_killing_the_task_kills_the_spark_application(lake_hook):
     job = LakeSparkJobHook(lake_hook=lake_hook)
     outcome: dict[str, BaseException] = {}
@@ -99,7 +90,7 @@ def test_killing_the_task_kills_the_spark_application(lake_hook):
         time.sleep(0.5)
         hook = job._submit_hook
         if hook is not None:  # this job's own spec path: other runs on the machine have theirs
-            python_driver = [p for p in _job_processes(hook._application_args[0]) if "python" in p.name().lower()]
+            python_driver = [p for p in job_processes(hook._application_args[0]) if "python" in p.name().lower()]
     assert python_driver, "the PySpark driver never started"
     submit_process = job._submit_hook._submit_sp
     job.on_kill()
