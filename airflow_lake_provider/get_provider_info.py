@@ -7,7 +7,8 @@ from typing import Any
 from airflow_lake_provider import __version__
 
 CONNECTION_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
-    "hidden_fields": ["schema", "port"],
+    # Airflow reads provider info in kebab case ("hidden-fields"); the hook method below uses snake case.
+    "hidden-fields": ["schema", "port"],
     "relabeling": {
         "host": "Catalog URI",
         "login": "User / OAuth client id",

@@ -138,3 +138,18 @@ def test_connection_form_is_declared_in_provider_info():
     assert conn["ui-field-behaviour"]["relabeling"]["host"] == "Catalog URI"
     assert set(conn["conn-fields"]) >= {"catalog_name", "catalog_kind", "warehouse", "properties"}
     assert conn["conn-fields"]["catalog_kind"]["schema"]["enum"] == ["sql", "rest", "hive"]
+
+
+def test_the_connection_form_hides_schema_and_port_as_airflow_reads_it():
+    """Airflow 3 reads ``hidden-fields`` (kebab case) from the provider info; snake case was silently ignored."""
+    probe = ("import json; from airflow.providers_manager import ProvidersManager; "
+             "print(json.dumps(ProvidersManager().field_behaviours))")
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=os.environ.copy())
+    assert done.returncode == 0, done.stderr[-2000:]
+    behaviours = json.loads(done.stdout.strip().splitlines()[-1])
+    assert behaviours["iceberg_lake"]["hidden_fields"] == ["schema", "port"]
+    assert behaviours["iceberg_lake"]["relabeling"]["host"] == "Catalog URI"
+    # The hook's own method (older Airflow reads it) gives the same form in snake case.
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    assert IcebergLakeHook.get_ui_field_behaviour()["hidden_fields"] == ["schema", "port"]

@@ -243,9 +243,7 @@ class IcebergLakeHook(BaseHook):
 
     @classmethod
     def get_ui_field_behaviour(cls) -> dict[str, Any]:
-        """Form layout for Airflow versions that still read it from the hook."""
-        from airflow_lake_provider.get_provider_info import (
-            CONNECTION_UI_FIELD_BEHAVIOUR,
-        )
+        """Form layout for Airflow versions that read it from the hook (snake case, unlike the provider info)."""
+        from airflow_lake_provider.get_provider_info import CONNECTION_UI_FIELD_BEHAVIOUR
 
-        return CONNECTION_UI_FIELD_BEHAVIOUR
+        return {key.replace("-", "_"): value for key, value in CONNECTION_UI_FIELD_BEHAVIOUR.items()}
