@@ -62,7 +62,10 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
     :param lake_conn_id: the ``iceberg_lake`` connection.
     """
 
-    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "table", "preview", "threshold")
+    template_fields: Sequence[str] = (*ApprovalOperator.template_fields, "table", "lake_conn_id", "preview",
+                                      "threshold")
+    template_fields_renderers = {**getattr(ApprovalOperator, "template_fields_renderers", {}), "preview": "json",
+                                 "threshold": "json"}
     ui_color = "#ffe6b3"
 
     def __init__(

@@ -44,8 +44,8 @@ class LakeMaintenanceOperator(BaseOperator):
     """Base of the maintenance operators: catalog connection, Spark settings, the job hook.
 
     :param table: the table, ``namespace.table`` (templated).
-    :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake.
-    :param spark_conn_id: the apache-spark connection; missing means ``local[*]``.
+    :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake (templated).
+    :param spark_conn_id: the apache-spark connection; missing means ``local[*]`` (templated).
     :param spark_conf: extra Spark configuration for the job (templated).
     :param jars: extra jars for the job.
     :param driver_memory: spark-submit ``--driver-memory``.
@@ -64,7 +64,8 @@ class LakeMaintenanceOperator(BaseOperator):
         skipped because another run held the table) it skips itself instead of running unleased.
     """
 
-    template_fields: Sequence[str] = ("table", "spark_conf", "lease")
+    template_fields: Sequence[str] = ("table", "lake_conn_id", "spark_conn_id", "spark_conf", "lease")
+    template_fields_renderers: dict[str, str] = {"spark_conf": "json", "lease": "json"}
     ui_color = "#cfe8fc"
     #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
     consumes_plan: bool = False

@@ -94,6 +94,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
         "dry_run", "expire_result", "reference_namespaces", "quarantine_location", "quarantine_days", "approved",
     )
+    template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "expire_result": "json",
+                                 "approved": "json"}
 
     def __init__(
         self,

@@ -63,6 +63,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         "override_table_retention", "older_than", "retain_last", "snapshot_ids", "protected_snapshot_ids", "dry_run",
         "approved",
     )
+    template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "approved": "json"}
 
     def __init__(
         self,

@@ -56,7 +56,7 @@ class IcebergAcquireLeaseOperator(BaseOperator):
         its steps report on the table as it is.
     """
 
-    template_fields: Sequence[str] = ("table", "ttl_seconds", "on_busy", "wait_timeout_seconds",
+    template_fields: Sequence[str] = ("table", "lake_conn_id", "ttl_seconds", "on_busy", "wait_timeout_seconds",
                                       "poke_interval_seconds", "holder", "dry_run")
     ui_color = "#fff3c4"
 
@@ -130,7 +130,8 @@ class IcebergReleaseLeaseOperator(BaseOperator):
     :param lake_conn_id: the ``iceberg_lake`` connection.
     """
 
-    template_fields: Sequence[str] = ("lease",)
+    template_fields: Sequence[str] = ("lease", "lake_conn_id")
+    template_fields_renderers = {"lease": "json"}
     ui_color = "#fff3c4"
 
     def __init__(self, *, lease: dict[str, Any] | None = None,

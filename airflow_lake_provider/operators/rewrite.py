@@ -82,6 +82,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         "rewrite_manifests", "options", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
         "plan_refusal",
     )
+    template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "plan": "json", "options": "json"}
 
     def __init__(
         self,

@@ -29,13 +29,13 @@ class LakeSensor(BaseSensorOperator):
     """Base of the lake sensors.
 
     :param table: the table, ``namespace.table`` (templated).
-    :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake.
+    :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake (templated).
     :param deferrable: wait in the triggerer instead of a worker (default: Airflow's
         ``operators.default_deferrable``). The first check runs in the worker.
     :param poll_interval: seconds between checks in every mode (sets ``poke_interval``).
     """
 
-    template_fields: Sequence[str] = ("table",)
+    template_fields: Sequence[str] = ("table", "lake_conn_id")
     ui_color = "#d6f0e0"
 
     def __init__(
