@@ -331,3 +331,44 @@ class CatalogConfig:
     def describe(self) -> dict[str, Any]:
         """A log- and XCom-safe description (no secrets)."""
         return {"name": self.name, "kind": self.kind, "uri": self.uri, "warehouse": self.warehouse}
+
+
+# The official apache-iceberg provider's connection type: host = catalog URI, login/password =
+# OAuth client id/secret, extra = PyIceberg catalog properties (``type`` defaults to ``rest``).
+OFFICIAL_CONNECTION_TYPE = "iceberg"
+# Keys of that extra which are fields of CatalogConfig or of the hook, not catalog properties.
+_NOT_CATALOG_PROPERTIES = ("type", "uri", "warehouse", "catalog_name", "credential", "token",
+                           "iceberg_runtime_provided", "spark_jars", "spark_packages")
+
+
+def config_from_iceberg_connection(conn_id: str, *, host: str | None, login: str | None, password: str | None,
+                                   extra: dict[str, Any]) -> CatalogConfig:
+    """The catalog an official ``iceberg`` connection describes, as this package opens it.
+
+    Its fields suffice for a REST catalog (the official provider's purpose) and for SQL and Hive
+    catalogs given by ``type`` and ``uri``; every other extra key is a catalog property both
+    engines receive (``s3.endpoint``, ``s3.access-key-id``...). A catalog type this package's
+    Spark jobs cannot open (``glue``, ``bigquery``...) is refused with the way out.
+    """
+    kind = str(extra.get("type") or "rest").lower()
+    if kind not in CATALOG_KINDS:
+        raise LakeConfigError(
+            f"Connection {conn_id!r} (type 'iceberg') describes a {kind!r} catalog; the maintenance jobs open "
+            f"{', '.join(CATALOG_KINDS)} catalogs. Put the Spark catalog settings of a {kind!r} catalog in an "
+            "'iceberg_lake' connection (catalog_kind plus spark_properties), see docs/connection.md.")
+    user, secret = login or None, password or None
+    credential = extra.get("credential")
+    if credential and not (user or secret):  # the PyIceberg property spelt in the extra: "id:secret"
+        user, _, secret = str(credential).partition(":")
+        user, secret = (user, secret) if secret else (None, user)
+    if extra.get("token") and not secret:
+        secret = str(extra["token"])
+    return CatalogConfig(
+        name=str(extra.get("catalog_name") or "lake"),
+        kind=kind,
+        uri=(host or str(extra.get("uri") or "")).rstrip("/") if kind == "rest" else (host or str(extra.get("uri") or "")),
+        warehouse=extra.get("warehouse") or None,
+        user=user,
+        password=secret,
+        properties={str(k): str(v) for k, v in extra.items() if k not in _NOT_CATALOG_PROPERTIES},
+    )

@@ -88,6 +88,17 @@ class SeaweedFS:
                       "properties": self.s3_properties(), **extra},
         }
 
+    def official_rest_connection(self, catalog_name: str = "lake") -> dict:
+        """The same catalog as the official apache-iceberg provider's ``iceberg`` connection describes
+        it: Catalog URI, Client ID / Client Secret, catalog properties flat in the extra."""
+        return {
+            "conn_type": "iceberg",
+            "host": self.rest_uri,
+            "login": self.access_key,
+            "password": self.secret_key,
+            "extra": {"warehouse": TABLE_BUCKET, "catalog_name": catalog_name, **self.s3_properties()},
+        }
+
     def sql_connection(self, catalog_uri: str, prefix: str, *, catalog_name: str = "lake", login: str | None = None,
                        password: str | None = None, scheme: str = "s3", **extra) -> dict:
         """An ``iceberg_lake`` connection: SQL catalog at ``catalog_uri`` (sqlite:////ABS.db or

@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lake_provider.catalog_config import CatalogConfig, is_secret_key
+from airflow_lake_provider.catalog_config import CatalogConfig, config_from_iceberg_connection, is_secret_key
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.lake import embedded_catalog_config
@@ -250,3 +250,40 @@ def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkey
     monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(override))
     with pytest.raises(LakeConfigError, match="LAKE_S3A_JAR_DIR"):
         s3a_jars()
+
+
+def test_the_official_iceberg_connection_describes_a_rest_catalog_for_both_engines():
+    """host = Catalog URI, login/password = OAuth client id/secret, extra = catalog properties."""
+    config = config_from_iceberg_connection(
+        "iceberg_default", host="https://rest.example.com/ws/v1/", login="client", password="s3cret",
+        extra={"warehouse": "s3://wh/", "s3.region": "eu-west-1", "s3.secret-access-key": "k3y"})
+    assert (config.kind, config.uri, config.warehouse, config.name) == ("rest", "https://rest.example.com/ws/v1",
+                                                                       "s3://wh/", "lake")
+    props = config.pyiceberg_catalog_properties()
+    assert props["credential"] == "client:s3cret" and props["s3.region"] == "eu-west-1"
+    spark = config.spark_catalog_conf()
+    assert spark["spark.sql.catalog.lake.uri"] == "https://rest.example.com/ws/v1"
+    assert set(config.secret_values()) == {"s3cret", "k3y"}
+    # PyIceberg's own spelling in the extra, and a token.
+    spelt = config_from_iceberg_connection("c", host="http://r:8181", login=None, password=None,
+                                           extra={"credential": "id:pw", "catalog_name": "prod"})
+    assert (spelt.user, spelt.password, spelt.name) == ("id", "pw", "prod")
+    token = config_from_iceberg_connection("c", host="http://r:8181", login=None, password=None, extra={"token": "t0k"})
+    assert token.password == "t0k" and "credential" not in token.pyiceberg_catalog_properties()
+
+
+def test_an_official_iceberg_connection_may_name_a_sql_catalog():
+    config = config_from_iceberg_connection("c", host=None, login=None, password=None,
+                                            extra={"type": "sql", "uri": "sqlite:////data/catalog.db",
+                                                   "warehouse": "file:///data/wh"})
+    assert config.kind == "sql" and config.jdbc_driver == "sqlite" and config.properties == {}
+
+
+@pytest.mark.parametrize(("extra", "message"), [
+    ({"type": "glue"}, "describes a 'glue' catalog"),
+    ({"type": "rest", "uri": "ftp://nope"}, "must start with http"),
+])
+def test_an_official_iceberg_connection_this_package_cannot_open_is_refused(bad_input, extra, message):
+    with pytest.raises(LakeConfigError, match=message) as refused:
+        config_from_iceberg_connection("iceberg_default", host=None, login=None, password=None, extra=extra)
+    bad_input("connection (type iceberg)", extra, refused.value)

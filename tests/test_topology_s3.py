@@ -154,7 +154,9 @@ def _maintain_and_verify(hook, spark, fs, name: str) -> tuple:
 def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server, spark):  # noqa: F811
     from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 
-    hook = s3_lake(seaweedfs_server.rest_connection(catalog_name="s3rest"))
+    # The official provider's `iceberg` connection: its fields suffice for a REST catalog on S3.
+    hook = s3_lake(seaweedfs_server.official_rest_connection(catalog_name="s3rest"))
+    assert hook.config.kind == "rest" and hook.config.user == seaweedfs_server.access_key
     fs = seaweedfs_server.filesystem()
     namespace = f"rest_{uuid.uuid4().hex[:8]}"  # the REST catalog takes lower-case names only
     hook.catalog.create_namespace(namespace)

@@ -21,7 +21,9 @@ from airflow.sdk.exceptions import AirflowNotFoundException
 
 from airflow_lake_provider.catalog_config import (
     CATALOG_KINDS,
+    OFFICIAL_CONNECTION_TYPE,
     CatalogConfig,
+    config_from_iceberg_connection,
     is_s3_location,
 )
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
@@ -64,8 +66,9 @@ def _json_list(value: Any, field: str) -> list[str]:
 class IcebergLakeHook(BaseHook):
     """Opens the Iceberg catalog an Airflow connection describes, from PyIceberg and from Spark.
 
-    :param lake_conn_id: the connection (type ``iceberg_lake``). When it is the default
-        ``lake_default`` and no such connection exists, the embedded lake is used.
+    :param lake_conn_id: the connection: type ``iceberg_lake``, or the official provider's ``iceberg``
+        (a REST catalog with OAuth client credentials, catalog properties in its extra). When it is
+        the default ``lake_default`` and no such connection exists, the embedded lake is used.
     """
 
     conn_name_attr = "lake_conn_id"
@@ -102,6 +105,11 @@ class IcebergLakeHook(BaseHook):
         if conn is None:
             self.log.info("No connection %r: using the embedded lake.", self.lake_conn_id)
             return embedded_catalog_config()
+        if conn.conn_type == OFFICIAL_CONNECTION_TYPE:
+            config = config_from_iceberg_connection(self.lake_conn_id, host=conn.host, login=conn.login,
+                                                    password=conn.password, extra=extra)
+            self._mask(config)
+            return config
         kind = extra.get("catalog_kind") or "sql"
         if kind not in CATALOG_KINDS:
             raise LakeConfigError(
