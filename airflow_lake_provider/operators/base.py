@@ -11,19 +11,23 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_lake_provider.core.asset_events import maintenance_event_extra
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, snapshot_ids
+from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
+from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.snapshots import describe_change, table_state
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
+from airflow_lake_provider.operators.assets import emit_table_event, maintenance_alias
 
-# Snapshot summary properties naming the Airflow run that made a commit. A retried task finds
-# its own earlier commit by them instead of doing the work twice.
-RUN_PROPERTY_PREFIX = "airflow."
+# Snapshot summary properties (RUN_PROPERTY_PREFIX) name the Airflow run that made a commit: a
+# retried task finds its own earlier commit by them instead of doing the work twice, and the
+# event-driven trigger finds the table's last maintenance.
 
 
 def run_properties(context: Any) -> dict[str, str]:
@@ -70,6 +74,9 @@ class LakeMaintenanceOperator(BaseOperator):
     #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
     consumes_plan: bool = False
     operator_extra_links = (SparkHistoryLink(),)
+    #: Declares the maintenance asset alias and, after a run that changed the table, emits an event
+    #: for the table's Asset (docs/assets.md). Steps that only read (the plan) or restore set False.
+    emits_table_events: bool = True
 
     def __init__(
         self,
@@ -105,6 +112,9 @@ class LakeMaintenanceOperator(BaseOperator):
         self.iceberg_runtime_provided = iceberg_runtime_provided
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
+        self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
+        if self.emits_table_events:
+            self.outlets = [*self.outlets, maintenance_alias()]
 
     def coerce_rendered_fields(self) -> None:
         """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
@@ -198,7 +208,25 @@ class LakeMaintenanceOperator(BaseOperator):
         the table again.
         """
         after = table_state(self.load_table()) if changed else before
+        self._table_states = (before, after)
         self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
+
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """After a run that changed the table, an event for its Asset carrying the step's figures."""
+        super().post_execute(context, result)
+        if not self.emits_table_events or self._table_states is None:
+            return
+        before, after = self._table_states
+        step = self.task_id.rsplit(".", 1)[-1]
+        extra = maintenance_event_extra(step, self.table_identifier.dotted, before, after, result)
+        if extra is None:
+            self.log.info("%s changed nothing: no asset event.", self.table_identifier.dotted)
+            return
+        table = self.load_table()
+        extra["health_score"] = table_health(table, table_name=self.table_identifier.dotted).score
+        asset = emit_table_event(context, self.table_identifier.dotted, table.location(), self.lake_hook.config.name,
+                                 extra)
+        self.log.info("Asset event for %s (%s): %s", asset.name, asset.uri, extra)
 
     def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
         """Submit ``job`` and return its result; the task's extra link points at the application."""

@@ -114,6 +114,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     key ``refused``: the maintenance DAG's rewrite then skips itself and expiry and clean still run.
     """
 
+    emits_table_events = False  # it only reads the table
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "target_file_size_bytes", "min_file_size_bytes", "max_file_size_bytes", "min_input_files",

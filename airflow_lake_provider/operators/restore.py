@@ -39,6 +39,7 @@ class IcebergRestoreQuarantineOperator(LakeMaintenanceOperator):
         beside the table).
     """
 
+    emits_table_events = False  # files come back; the table's metadata does not change
     template_fields: Sequence[str] = (*LakeMaintenanceOperator.template_fields, "quarantine_run",
                                       "quarantine_location")
 
