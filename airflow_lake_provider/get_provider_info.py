@@ -117,6 +117,7 @@ def get_provider_info() -> dict[str, Any]:
                 "python-modules": [
                     "airflow_lake_provider.triggers.health",
                     "airflow_lake_provider.triggers.snapshot",
+                    "airflow_lake_provider.triggers.maintenance_needed",
                 ],
             }
         ],
