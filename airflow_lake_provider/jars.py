@@ -4,7 +4,9 @@ Order of precedence for the Iceberg Spark runtime:
 1. an explicit path (operator / connection ``spark_jars``), or Maven coordinates in
    ``spark_packages`` where Maven Central can be reached (then no runtime jar is added);
 2. ``$LAKE_ICEBERG_RUNTIME_JAR``;
-3. the runtime jar shipped by the PyPI package ``snowpark-connect-deps-iceberg``.
+3. the runtime jar shipped by the PyPI package ``snowpark-connect-deps-iceberg`` (the optional
+   extra ``airflow-lake-provider[iceberg-jar]``; not needed where the Spark image has the runtime
+   and ``iceberg_runtime_provided`` is set).
 JDBC drivers come from ``$LAKE_JDBC_JAR_DIR`` or Debian's ``/usr/share/java``.
 S3A (an ``s3://``/``s3a://`` lake read through Hadoop): ``hadoop-aws`` and the AWS SDK bundle it
 was built against, from ``$LAKE_S3A_JAR_DIR`` or the cache ``scripts/bootstrap.sh`` fills
@@ -44,9 +46,11 @@ def iceberg_runtime_jar() -> str:
             if found:
                 return found[-1]
     raise LakeConfigError(
-        "No Iceberg Spark runtime jar found: install 'snowpark-connect-deps-iceberg==1.0.2', set "
-        "LAKE_ICEBERG_RUNTIME_JAR to a jar path, or give spark_packages "
-        f"['org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR}_{SCALA_VERSION}:1.10.2'] where Maven is reachable."
+        "No Iceberg Spark runtime jar found. Either install the extra that carries it "
+        "(pip install 'airflow-lake-provider[iceberg-jar]'), or set LAKE_ICEBERG_RUNTIME_JAR to a jar path, or, "
+        "when your Spark image already has the runtime, set the connection's iceberg_runtime_provided (or the "
+        "operator's iceberg_runtime_provided=True); where Maven Central is reachable, spark_packages "
+        f"['org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR}_{SCALA_VERSION}:1.10.2'] works too."
     )
 
 

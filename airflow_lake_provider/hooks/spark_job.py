@@ -374,6 +374,7 @@ class LakeSparkJobHook(BaseHook):
         self._submit_hook: _SparkSubmitHook | None = None
         self._killed = False
         self.application_id: str | None = None  # of the last job that finished
+        self.lineage_parent: dict[str, str] = {}  # the spark.openlineage.parent* settings its driver saw
 
     @property
     def history_server_url(self) -> str | None:
@@ -624,6 +625,7 @@ class LakeSparkJobHook(BaseHook):
                 job=job,
             )
         self.application_id = document.get("application_id")
+        self.lineage_parent = document.get("lineage_parent") or {}
         return document["result"]
 
     def _read_result(self, location: str) -> dict[str, Any] | None:

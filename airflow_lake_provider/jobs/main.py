@@ -38,7 +38,11 @@ def main(argv: list[str]) -> int:
         spark = build_session(spec)
         result = job.run(spark, spec["catalog"], spec.get("args") or {})
         # The application id lets the task link to this application in Spark's history server.
-        write_result(location, {"status": "success", "result": result,
+        # The OpenLineage parent the driver was given (Spark's OpenLineage listener links its run
+        # to it): reported back so the task's log shows the link.
+        lineage_parent = {key: value for key, value in spark.sparkContext.getConf().getAll()
+                          if key.startswith("spark.openlineage.parent")}
+        write_result(location, {"status": "success", "result": result, "lineage_parent": lineage_parent,
                                 "application_id": spark.sparkContext.applicationId}, spark)
         return 0
     except BaseException as error:  # noqa: BLE001 - every failure must reach the caller

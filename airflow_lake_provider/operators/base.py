@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import contextlib
+import functools
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cached_property
@@ -24,6 +25,7 @@ from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import emit_table_event, maintenance_alias
+from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 
 # Snapshot summary properties (RUN_PROPERTY_PREFIX) name the Airflow run that made a commit: a
 # retried task finds its own earlier commit by them instead of doing the work twice, and the
@@ -113,8 +115,27 @@ class LakeMaintenanceOperator(BaseOperator):
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
         self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
+        self._context: Any = None
+        self._table_location: str | None = None
+        self._result: Any = None
         if self.emits_table_events:
             self.outlets = [*self.outlets, maintenance_alias()]
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        """Keep each step's result on the instance: Airflow 3.3 calls ``post_execute`` without it,
+        and the asset event and the lineage facet are built from it."""
+        super().__init_subclass__(**kwargs)
+        execute = cls.__dict__.get("execute")
+        if execute is None or getattr(execute, "_keeps_result", False):
+            return
+
+        @functools.wraps(execute)
+        def keeping_result(self, context: Any) -> Any:
+            self._result = execute(self, context)
+            return self._result
+
+        keeping_result._keeps_result = True  # type: ignore[attr-defined]
+        cls.execute = keeping_result
 
     def coerce_rendered_fields(self) -> None:
         """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
@@ -136,6 +157,7 @@ class LakeMaintenanceOperator(BaseOperator):
         the tags where they stay until the step ends.
         """
         super().pre_execute(context)
+        self._context = context  # the Spark job's OpenLineage parent is this task's run
         lease = lease_from_xcom(self.lease)
         if lease is None:
             if flag(self.require_lease, "require_lease"):
@@ -207,13 +229,17 @@ class LakeMaintenanceOperator(BaseOperator):
         ``changed=False`` (a dry run, nothing to do) reports ``before`` as it is, without reading
         the table again.
         """
-        after = table_state(self.load_table()) if changed else before
+        after = before
+        if changed:
+            table = self.load_table()
+            after, self._table_location = table_state(table), table.location()
         self._table_states = (before, after)
         self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """After a run that changed the table, an event for its Asset carrying the step's figures."""
         super().post_execute(context, result)
+        result = self._result if result is None else result
         if not self.emits_table_events or self._table_states is None:
             return
         before, after = self._table_states
@@ -233,7 +259,7 @@ class LakeMaintenanceOperator(BaseOperator):
         self._job_hook = LakeSparkJobHook(
             lake_hook=self.lake_hook,
             spark_conn_id=self.spark_conn_id,
-            spark_conf=self.spark_conf,
+            spark_conf={**spark_parent_properties(self._context), **(self.spark_conf or {})},
             jars=self.jars,
             driver_memory=self.driver_memory,
             executor_memory=self.executor_memory,
@@ -244,10 +270,36 @@ class LakeMaintenanceOperator(BaseOperator):
         with self._lease_heartbeat():
             result = self._job_hook.run_job(job, args)
         self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
+        parent = self._job_hook.lineage_parent
+        if parent:
+            self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
+                          parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
         if self.spark_application_url:
             self.log.info("Spark history server: %s", self.spark_application_url)
         return result
+
+    # -- OpenLineage (docs/lineage.md; nothing happens without the provider) -------------------
+    def _lineage(self, *, with_figures: bool):
+        # OpenLineage emits from a forked process with a timeout (10 s by default): reuse the
+        # location the step already read rather than asking the catalog again.
+        if self._table_location is None:
+            self._table_location = self.load_table().location()
+        name = self.table_identifier.dotted
+        before, after = self._table_states or (None, None)
+        figures = maintenance_figures(self.task_id.rsplit(".", 1)[-1], name, self._result if with_figures else None,
+                                      before if with_figures else None, after if with_figures else None)
+        return operator_lineage(location=self._table_location, table=name, catalog_uri=self.lake_hook.config.uri,
+                                changes_table=self.emits_table_events, figures=figures)
+
+    def get_openlineage_facets_on_start(self):
+        return self._lineage(with_figures=False)
+
+    def get_openlineage_facets_on_complete(self, task_instance):
+        return self._lineage(with_figures=True)
+
+    def get_openlineage_facets_on_failure(self, task_instance):
+        return self._lineage(with_figures=False)
 
     def on_kill(self) -> None:
         if self._job_hook is not None:
