@@ -103,6 +103,21 @@ def test_missing_jar_override_is_reported(monkeypatch, bad_input):
     bad_input("jars", "LAKE_ICEBERG_RUNTIME_JAR=/nonexistent/iceberg.jar", raised.value)
 
 
+def test_without_the_jar_extra_a_job_is_refused_with_the_ways_out(monkeypatch, bad_input):
+    """The Iceberg-jar carrier is an optional extra: without it (and no jar configured) the hook says what to do."""
+    import airflow_lake_provider.jars as jars
+
+    monkeypatch.delenv("LAKE_ICEBERG_RUNTIME_JAR", raising=False)
+    real_find_spec = jars.importlib.util.find_spec
+    monkeypatch.setattr(jars.importlib.util, "find_spec",
+                        lambda name, *a: None if name == "snowpark_connect_deps_iceberg" else real_find_spec(name, *a))
+    with pytest.raises(LakeConfigError, match=r"airflow-lake-provider\[iceberg-jar\]") as raised:
+        IcebergLakeHook().spark_jars()
+    assert "iceberg_runtime_provided" in str(raised.value) and "LAKE_ICEBERG_RUNTIME_JAR" in str(raised.value)
+    assert all("iceberg-spark-runtime" not in jar for jar in IcebergLakeHook().spark_jars(iceberg_runtime_provided=True))
+    bad_input("jars", "no [iceberg-jar] extra, no LAKE_ICEBERG_RUNTIME_JAR, runtime not provided", raised.value)
+
+
 def test_user_jars_and_packages_replace_the_bundled_runtime(monkeypatch, tmp_path):
     jar = tmp_path / "iceberg-spark-runtime-3.5_2.12-9.9.9.jar"
     jar.write_bytes(b"")
