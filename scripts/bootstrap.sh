@@ -54,6 +54,12 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   rm -f "$log"
   echo "$stamp_value" > "$stamp_file"
 fi
+# The editable install leaves airflow_lake_provider.egg-info in the checkout. With the checkout on
+# PYTHONPATH (the tests put it there for their subprocesses) Python then sees the package twice,
+# so its Airflow plugin entry point is listed twice, and Airflow 3.3's plugin loader stops at the
+# first duplicate: every entry-point plugin after it (OpenLineage's listener among them) is never
+# loaded. The installed dist-info is all the editable install needs.
+rm -rf airflow_lake_provider.egg-info
 
 # S3A for Spark (an s3:// warehouse): hadoop-aws 3.3.1 and the AWS SDK bundle 1.11.901 it was
 # built against, taken from the PyPI source archive of sagemaker-pyspark 1.4.5 (only the two

@@ -45,6 +45,7 @@ def test_events_name_the_table_carry_the_figures_and_link_the_spark_job(lake_hoo
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
                                                           "append": True})}
     outcome, output = _run_dag(name, env)
+    (tmp_path / "dag-test-output.txt").write_text(output)
     assert outcome["state"] == "success", output[-5000:]
     xcom = outcome["xcom"]
 
