@@ -161,6 +161,8 @@ def job_processes(marker: str = "jobs/main.py", *, under: int | None = None,
 
     ``under``: only descendants of that process (a spark-submit the test started);
     ``spark_submit_only``: only spark-submit itself (its JVM or script), not the Python driver.
+    Oldest first: spark-submit's script briefly forks a subshell and a launcher JVM with the same
+    command line, so the first is the spark-submit that lives as long as the job.
     """
     import psutil
 
@@ -174,6 +176,17 @@ def job_processes(marker: str = "jobs/main.py", *, under: int | None = None,
             cmdline = " ".join(process.cmdline())
         except (psutil.NoSuchProcess, psutil.AccessDenied, psutil.ZombieProcess):
             continue
+        if "org.apache.spark.launcher.Main" in cmdline:
+            continue  # spark-class's command builder: gone within a second
         if marker in cmdline and (not spark_submit_only or "SparkSubmit" in cmdline or "spark-submit" in cmdline):
             found.append(process)
-    return found
+    return sorted(found, key=_created)
+
+
+def _created(process) -> float:
+    import psutil
+
+    try:
+        return process.create_time()
+    except psutil.Error:
+        return float("inf")

@@ -40,10 +40,13 @@ def kill_task_process(airflow, run_id: str, step: str, timeout: float = 240) -> 
         if submits and running_task(airflow, run_id) == step:
             submit = submits[0]
             time.sleep(KILL_AFTER[step])
-            task_process = submit.parent()
-            if task_process is None or not submit.is_running():
+            try:
+                task_process = submit.parent()
+                if task_process is None or not submit.is_running():
+                    raise psutil.NoSuchProcess(submit.pid)
+                os.kill(task_process.pid, signal.SIGKILL)
+            except (psutil.NoSuchProcess, ProcessLookupError):
                 continue  # it finished meanwhile: try the next submission (none for this step: timeout)
-            os.kill(task_process.pid, signal.SIGKILL)
             gone, alive = psutil.wait_procs([submit], timeout=30)
             return {"task": step, "how": "Airflow task process (SIGKILL, no on_kill)",
                     "at": f"{KILL_AFTER[step]:g}s after its spark-submit started",
