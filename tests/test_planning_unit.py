@@ -344,6 +344,28 @@ def test_budget_runs_converge():
     assert runs == [["a"], ["b", "d"], ["c"], ["e"]]
 
 
+def test_budget_takes_the_partitions_with_most_files_and_deletes_per_byte_first():
+    files = ([f(f"big{i}", 40, "big") for i in range(3)]            # 3 files, 120 bytes: 0.025 per byte
+             + [f(f"tiny{i}", 2, "tiny") for i in range(6)]          # 6 files, 12 bytes: 0.5 per byte
+             + [f(f"del{i}", 10, "del", deletes=1) for i in range(2)])  # 2 files + 2 deletes, 20 bytes: 0.2
+    plan = plan_rewrite(files, opts(min_input_files=2, max_bytes=40))
+    assert [g.partition["cat"] for g in plan.groups] == ["del", "tiny"]  # plan order, chosen by benefit
+    assert plan.skipped_by_budget == 1
+    plan = plan_rewrite(files, opts(min_input_files=2, max_files=7))
+    assert [g.partition["cat"] for g in plan.groups] == ["tiny"]  # del (2) would make 8
+
+
+def test_budget_takes_a_partition_with_all_its_groups_or_not_at_all():
+    # Partition a packs into two groups (group size 50); the rewrite is scoped by partition, so
+    # taking one of them would rewrite both and break the budget.
+    files = [f(f"a{i}", 10, "a") for i in range(8)] + [f(f"b{i}", 10, "b") for i in range(3)]
+    plan = plan_rewrite(files, opts(min_input_files=2, max_file_group_size_bytes=50, max_files=6))
+    assert [(g.partition["cat"], g.file_count) for g in plan.groups] == [("b", 3)]
+    assert plan.skipped_by_budget == 2
+    plan = plan_rewrite(files, opts(min_input_files=2, max_file_group_size_bytes=50, max_files=11))
+    assert sorted(g.partition["cat"] for g in plan.groups) == ["a", "a", "b"]
+
+
 # ---------------------------------------------------------------------------------------------
 # Serialisation
 # ---------------------------------------------------------------------------------------------

@@ -583,7 +583,7 @@ def rewrite_partition_of(
 
 
 def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, int]:
-    """The order groups of different partitions are listed (and budgeted) in: partition JSON, spec."""
+    """The order groups of different partitions are listed in: partition JSON, spec."""
     return partition_key(partition), spec_id
 
 
@@ -601,26 +601,60 @@ def plan_partition(
     return groups
 
 
-def apply_budget(groups: Sequence[Any], options: RewriteOptions, measure) -> tuple[list[Any], int]:
-    """Whole groups, in order, while they fit ``max_files``/``max_bytes``; returns (taken, skipped).
+@dataclass(frozen=True)
+class BudgetMeasure:
+    """What the budget needs of a file group: its partition (the unit the rewrite is scoped by) and size."""
 
-    A partial group would leave a wrongly sized remainder; a group that does not fit is skipped
-    and later ones may still fit. ``measure(group)`` gives its ``(files, bytes)``.
+    partition: str
+    files: int
+    bytes: int
+    delete_files: int = 0
+
+
+def apply_budget(groups: Sequence[Any], options: RewriteOptions, measure) -> tuple[list[Any], int]:
+    """Whole partitions, most benefit first, while they fit ``max_files``/``max_bytes``.
+
+    Returns the taken groups in their plan order and the number of groups skipped. The rewrite
+    is scoped by partition (Iceberg rewrites every group of a planned partition), so a partition
+    is taken with all its groups or not at all: taking some of its groups would let the rewrite
+    exceed the budget. Benefit is files and delete files removed per byte read: a partition of
+    many tiny files or many deletes goes before one of few large files; equal benefit keeps the
+    plan's order. What does not fit is left for the next run, which plans from the table as this
+    one left it and so starts with the best of the rest. ``measure(group)`` gives a
+    :class:`BudgetMeasure`. A single partition larger than the budget is never taken.
     """
-    taken: list[Any] = []
-    skipped = 0
+    if options.max_files is None and options.max_bytes is None:
+        return list(groups), 0
+    by_partition: dict[str, list[int]] = {}
+    measures = [measure(group) for group in groups]
+    for index, m in enumerate(measures):
+        by_partition.setdefault(m.partition, []).append(index)
+
+    def benefit(indexes: list[int]) -> float:
+        size = sum(measures[i].bytes for i in indexes)
+        return sum(measures[i].files + measures[i].delete_files for i in indexes) / max(size, 1)
+
+    taken: set[int] = set()
     file_total = byte_total = 0
-    for g in groups:
-        files, size = measure(g)
+    for indexes in sorted(by_partition.values(), key=benefit, reverse=True):  # stable: ties keep plan order
+        files = sum(measures[i].files for i in indexes)
+        size = sum(measures[i].bytes for i in indexes)
         if (options.max_files is not None and file_total + files > options.max_files) or (
             options.max_bytes is not None and byte_total + size > options.max_bytes
         ):
-            skipped += 1
             continue
-        taken.append(g)
+        taken.update(indexes)
         file_total += files
         byte_total += size
-    return taken, skipped
+    return [g for i, g in enumerate(groups) if i in taken], len(groups) - len(taken)
+
+
+def budget_measure(group: FileGroup | Mapping[str, Any]) -> BudgetMeasure:
+    """The :class:`BudgetMeasure` of a group, planned here or summarised by :meth:`FileGroup.to_dict`."""
+    if isinstance(group, FileGroup):
+        group = group.to_dict(include_files=False)
+    return BudgetMeasure(f"{group['spec_id']}:{partition_key(group['partition'])}", group["files"], group["bytes"],
+                         group["delete_files"])
 
 
 def plan_rewrite(
@@ -649,7 +683,7 @@ def plan_rewrite(
     for key in sorted(by_partition):  # deterministic: partition JSON, then spec id
         spec_id, partition, members = by_partition[key]
         groups += plan_partition(members, spec_id, partition, options)
-    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g.file_count, g.bytes))
+    taken, skipped = apply_budget(groups, options.resolved(), budget_measure)
     return RewritePlan(table, snapshot_id, options, tuple(taken), skipped)
 
 

@@ -27,7 +27,7 @@ How it stays equal to :func:`planning.plan_table` (PyIceberg ``plan_files()``):
   row id increasing within the task reproduce that order.
 * **Planning**: files are grouped by partition in Spark SQL (all files of older specs in one
   group), and the pure :func:`planning.plan_rewrite` plans each group on an executor; only
-  group summaries come back to the driver, which applies the budget in plan_rewrite's order
+  group summaries come back to the driver, which applies the budget as plan_rewrite does
   and builds the document with :func:`planning.plan_document`.
 * **Filter**: applied to partition values (the inclusive projection). When a file sits in a
   partition the filter only partly selects, the result says ``unaligned_files`` instead of a
@@ -46,6 +46,7 @@ from airflow_lake_provider.core.planning import (
     DataFileInfo,
     RewriteOptions,
     apply_budget,
+    budget_measure,
     partition_order,
     plan_document,
     plan_rewrite,
@@ -287,7 +288,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
 
     # Stable sort: bins of one partition keep their packing order, as in plan_rewrite.
     groups = sorted((group for partition_groups, _ in planned for group in partition_groups), key=lambda g: g[0])
-    taken, skipped = apply_budget(groups, options.resolved(), lambda g: (g[1]["files"], g[1]["bytes"]))
+    taken, skipped = apply_budget(groups, options.resolved(), lambda g: budget_measure(g[1]))
     delete_paths = {path for _, _, paths in taken for path in paths}
     return SparkPlanJobResult(plan=plan_document(
         table=table_name,
