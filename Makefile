@@ -29,10 +29,13 @@ test-fast: bootstrap
 	@$(VENV)/bin/python -m pytest -m "not spark_submit and not slow" $(PYTEST_ARGS)
 
 # Benchmarks (not tests): each script prints its figures and rewrites its section of
-# docs/benchmarks.md. About 30 minutes on 2 cores; bench-quick takes smaller sizes.
+# docs/benchmarks.md. About 30 minutes on 2 cores; bench-quick takes smaller sizes; the largest
+# sizes (a million files planned, a 100,000-file rewrite) run by hand:
+# `python benchmarks/planning.py --million`, `python benchmarks/rewrite.py --large`.
 bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python budget.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py
@@ -40,6 +43,7 @@ bench: bootstrap
 bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite.py --quick
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python budget.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py --tables 10
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py --quick

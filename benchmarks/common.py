@@ -101,12 +101,13 @@ def _replace_section(text: str, name: str, section: str) -> str:
     return pattern.sub(lambda _: section, text) if pattern.search(text) else text.rstrip() + "\n\n" + section + "\n"
 
 
-def write_section(name: str, title: str, command: str, body: str, *, target: dict | None = None,
+def write_section(name: str, title: str, command: str, body: str, *, target: dict | list[dict] | None = None,
                   measured_at: str | None = None) -> None:
     """Replace (or add) the section ``name`` of docs/benchmarks.md with a generated one.
 
-    ``target`` (``{"goal", "measured", "met"}``) also goes to ``benchmarks/results/NAME.json``;
-    the targets table at the top of the document is rebuilt from those files.
+    ``target`` (``{"goal", "measured", "met"}``, or a list of them) also goes to
+    ``benchmarks/results/NAME.json``; the targets table at the top of the document is rebuilt
+    from those files.
     """
     stamp = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
     origin = (f"Measured by `{command}` on {measured_at}; written again from its saved figures on {stamp}"
@@ -116,12 +117,14 @@ def write_section(name: str, title: str, command: str, body: str, *, target: dic
     text = _replace_section(text, name, section)
     if target is not None:
         RESULTS.mkdir(exist_ok=True)
-        (RESULTS / f"{name}.json").write_text(json.dumps({"title": title, **target}, indent=1) + "\n")
+        saved = [{"title": title, **t} for t in target] if isinstance(target, list) else {"title": title, **target}
+        (RESULTS / f"{name}.json").write_text(json.dumps(saved, indent=1) + "\n")
     rows = []
     for path in sorted(RESULTS.glob("*.json")) if RESULTS.exists() else []:
-        item = json.loads(path.read_text())
-        rows.append([f"[{item['title']}](#{_anchor(item['title'])})", item["goal"], item["measured"],
-                     "**met**" if item["met"] else "**not met**"])
+        saved = json.loads(path.read_text())
+        for item in saved if isinstance(saved, list) else [saved]:
+            rows.append([f"[{item['title']}](#{_anchor(item['title'])})", item["goal"], item["measured"],
+                         "**met**" if item["met"] else "**not met**"])
     targets = ("<!-- bench:targets -->\n## Targets\n\n" + markdown_table(["benchmark", "target", "measured", ""], rows)
                + "\n<!-- /bench:targets -->")
     DOC.write_text(_replace_section(text, "targets", targets))
@@ -216,16 +219,28 @@ def context(task_id: str) -> dict:
     return {"ti": FakeTaskInstance(task_id)}
 
 
-def rewrite_task_vs_raw(table: str, plan: dict, raw_copies: tuple[str, str]) -> tuple[float, dict, float, dict, int]:
-    """The provider's rewrite task on ``table`` against a raw spark-submit of the procedure with
-    the plan's options on two registered copies (one run before the task, one after: the faster
-    counts). Returns (task wall s, task result, raw wall s, first raw run's JSON, JVMs the task started)."""
+def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: tuple[str, ...]
+                        ) -> tuple[float, dict, float, dict, int]:
+    """The provider's rewrite task against a raw spark-submit of the procedure with the plan's
+    options, on registered copies of one table (identical metadata). Runs alternate (raw, task,
+    task, raw, ...) and the faster of each side counts, so neither gets the quieter moment.
+    Returns (task wall s, first task result, raw wall s, first raw run's JSON, JVMs per task)."""
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
+    tables = (tables,) if isinstance(tables, str) else tables
     options = json.dumps(plan["options"])
-    raw_wall, raw = raw_spark_submit("procedure", options, raw_copies[0])
+    raw_walls, raws, task_walls, results = [], [], [], []
     with JvmCounter() as jvms:
-        op_wall, result = timed(IcebergRewriteDataFilesOperator(
-            task_id="rewrite", table=table, plan=plan, rewrite_position_deletes=False).execute, context("rewrite"))
-    raw2_wall, _ = raw_spark_submit("procedure", options, raw_copies[1])
-    return op_wall, result, min(raw_wall, raw2_wall), raw, jvms.count
+        for index in range(max(len(tables), len(raw_copies))):
+            if index < len(raw_copies) and index % 2 == 0:
+                wall, raw = raw_spark_submit("procedure", options, raw_copies[index])
+                raw_walls.append(wall), raws.append(raw)
+            if index < len(tables):
+                wall, result = timed(IcebergRewriteDataFilesOperator(
+                    task_id="rewrite", table=tables[index], plan=plan, rewrite_position_deletes=False).execute,
+                    context("rewrite"))
+                task_walls.append(wall), results.append(result)
+            if index < len(raw_copies) and index % 2 == 1:
+                wall, raw = raw_spark_submit("procedure", options, raw_copies[index])
+                raw_walls.append(wall), raws.append(raw)
+    return min(task_walls), results[0], min(raw_walls), raws[0], jvms.count // len(tables)

@@ -1,7 +1,10 @@
 """The baselines: plain PySpark applications, submitted with a plain spark-submit (no provider code).
 
-``raw_spark.py procedure OPTIONS_JSON TABLE...``: ``CALL system.rewrite_data_files`` on each table.
-``raw_spark.py copy OUT_DIR N PATH...``: read Parquet files, write them again as N files.
+``raw_spark.py procedure OPTIONS_JSON TABLE...``: ``CALL system.rewrite_data_files`` on each table
+(``spark.*`` keys of the options are set on the session instead)
+(seconds per table too: with two copies of one table, the second runs in a warm JVM).
+``raw_spark.py copy OUT_DIR N CODEC REPEAT PATH...``: read Parquet files, write them again as N
+files with CODEC, REPEAT times (seconds per run: the later ones warm).
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
 Each prints one JSON line with the seconds spent inside the application (after session start).
 """
@@ -23,16 +26,27 @@ def main(argv):
     started = time.perf_counter()
     if mode == "procedure":
         options = json.loads(argv[2])
+        for key in [k for k in options if k.startswith("spark.")]:  # session settings, not procedure options
+            spark.conf.set(key, options.pop(key))
         pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-        rows = []
+        rows, per_table = [], []
         for table in argv[3:]:
+            t0 = time.perf_counter()
             row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map({pairs}))").first()
+            per_table.append(time.perf_counter() - t0)
             rows.append(row.asDict())
-        out["results"] = rows
+        out["results"], out["per_table"] = rows, per_table
     elif mode == "copy":
-        target, files, paths = argv[2], int(argv[3]), argv[4:]
-        # coalesce, not repartition: no shuffle, like a binpack rewrite.
-        spark.read.parquet(*paths).coalesce(files).write.mode("overwrite").parquet(target)
+        # copy OUT_DIR N CODEC REPEAT PATH...: the copy REPEAT times in one JVM (the last runs warm).
+        target, files, codec, repeat, paths = argv[2], int(argv[3]), argv[4], int(argv[5]), argv[6:]
+        per_run = []
+        for run in range(repeat):
+            t0 = time.perf_counter()
+            # coalesce, not repartition: no shuffle, like a binpack rewrite.
+            (spark.read.parquet(*paths).coalesce(files).write.mode("overwrite").option("compression", codec)
+             .parquet(f"{target}-{run}"))
+            per_run.append(time.perf_counter() - t0)
+        out["per_run"] = per_run
     elif mode == "scan":
         repeat, tables = int(argv[2]), argv[3:]
         timings = {}

@@ -18,7 +18,10 @@ Run: ``python benchmarks/rewrite.py [--quick]`` (about 3 minutes on 2 cores).
 from __future__ import annotations
 
 import argparse
+import json
+import os
 import tempfile
+import time
 from pathlib import Path
 
 from common import (context, lake_hook, markdown_table, private_lake, raw_spark_submit, rewrite_task_vs_raw, timed,
@@ -27,21 +30,24 @@ from common import (context, lake_hook, markdown_table, private_lake, raw_spark_
 PARTITIONS = 4
 
 
-def build(hook, files: int) -> None:
+def build(hook, files: int, *, name: str = "small", partitions: int = PARTITIONS, rows_per_file: int = 1000,
+          copies: tuple[str, ...] = ("small_raw", "small_raw2", "small_op2", "small_before", "small_warm1",
+                                     "small_warm2")) -> None:
+    """``bench.NAME``: ``files`` small files in ``partitions``, plus copies registered on its metadata."""
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
     hook.catalog.create_namespace_if_not_exists("bench")
-    rows = files * 1000
+    rows = files * rows_per_file
     LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [
-        "CREATE TABLE bench.small (id BIGINT, part INT, amount DOUBLE, payload STRING) USING iceberg "
+        f"CREATE TABLE bench.{name} (id BIGINT, part INT, amount DOUBLE, payload STRING) USING iceberg "
         "PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', "
         "'write.spark.fanout.enabled'='true')",
-        # Each of files/PARTITIONS tasks writes one small file into every partition.
-        f"INSERT INTO bench.small SELECT /*+ REPARTITION({files // PARTITIONS}) */ id, CAST(id % {PARTITIONS} AS INT), "
+        # Each of files/partitions tasks writes one small file into every partition.
+        f"INSERT INTO bench.{name} SELECT /*+ REPARTITION({files // partitions}) */ id, CAST(id % {partitions} AS INT), "
         f"(id * 37 % 1000) / 10.0, sha1(CAST(id AS STRING)) FROM range({rows})",
     ]})
-    metadata = hook.load_table("bench.small").metadata_location
-    for copy in ("small_raw", "small_raw2", "small_before"):
+    metadata = hook.load_table(f"bench.{name}").metadata_location
+    for copy in copies:
         hook.catalog.register_table(f"bench.{copy}", metadata)
 
 
@@ -67,9 +73,46 @@ def pyiceberg_scans(hook, table_name: str) -> dict[str, float]:
     return {"count": count_s, "aggregate": agg_s}
 
 
+def arrow_copy(paths: list[str], out: Path, codec: str) -> float:
+    """The plain read-and-write with Arrow: every file read (threads), one output file per ``part``."""
+    import concurrent.futures
+
+    import pyarrow.compute as pc
+    import pyarrow.dataset as ds
+    import pyarrow.parquet as pq
+
+    out.mkdir(parents=True)
+    local = [p.removeprefix("file:").replace("///", "/", 1) if p.startswith("file:") else p for p in paths]
+    started = time.perf_counter()
+    data = ds.dataset(local, format="parquet").to_table(use_threads=True)
+    parts = pc.unique(data["part"]).to_pylist()
+    with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
+        list(pool.map(lambda part: pq.write_table(data.filter(pc.equal(data["part"], part)),
+                                                  out / f"part-{part}.parquet", compression=codec), parts))
+    return time.perf_counter() - started
+
+
+def task_vs_raw_large(hook, files: int = 100_000, partitions: int = 100) -> tuple:
+    """The task against the raw procedure on a table of ``files`` small files (one run each)."""
+    from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+
+    build(hook, files, name="large", partitions=partitions, rows_per_file=50, copies=("large_raw",))
+    before = data_files(hook.load_table("bench.large"))
+    print(f"large: {len(before)} files, {sum(size for _, size in before) / 1e6:.0f} MB", flush=True)
+    prewarm([path for path, _ in before])
+    plan_s, plan = timed(IcebergRewritePlanOperator(task_id="plan", table="bench.large", engine="pyiceberg").execute,
+                         context("plan"))
+    op_wall, result, raw_wall, raw, jvms = rewrite_task_vs_raw("bench.large", plan, ("bench.large_raw",))
+    assert result["rewritten_data_files"] == len(before) == int(raw["results"][0]["rewritten_data_files_count"])
+    print(f"large rewrite: task {op_wall:.1f} s, raw {raw_wall:.1f} s", flush=True)
+    return (len(before), sum(size for _, size in before) / 1e6, partitions,
+            len(data_files(hook.load_table("bench.large"))), plan_s, op_wall, raw_wall, jvms)
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--quick", action="store_true", help="400 files instead of 2,000")
+    parser.add_argument("--large", action="store_true", help="also the task vs raw at 100,000 files")
     args = parser.parse_args()
     n_files = 400 if args.quick else 2000
 
@@ -86,61 +129,89 @@ def main() -> None:
         plan_s, plan = timed(IcebergRewritePlanOperator(task_id="plan", table="bench.small", engine="pyiceberg").execute,
                              context("plan"))
         op_wall, result, raw_wall, raw, jvm_count = rewrite_task_vs_raw(
-            "bench.small", plan, ("bench.small_raw", "bench.small_raw2"))
+            ("bench.small", "bench.small_op2"), plan, ("bench.small_raw", "bench.small_raw2"))
         after_files = len(data_files(hook.load_table("bench.small")))
-        raw_after = len(data_files(hook.load_table("bench.small_raw")))
         assert result["rewritten_data_files"] == len(before) == int(raw["results"][0]["rewritten_data_files_count"])
         print(f"rewrite: operator {op_wall:.1f} s ({jvm_count} JVM), raw {raw_wall:.1f} s; plan {plan_s:.2f} s")
 
+        codec = hook.load_table("bench.small").properties.get("write.parquet.compression-codec", "zstd")
         with tempfile.TemporaryDirectory() as out:
-            copy_wall, copy = raw_spark_submit("copy", str(Path(out) / "copy"), str(after_files),
-                                               *[path for path, _ in before])
-        print(f"copy {copy['seconds']:.1f} s in the JVM; procedure {raw['seconds']:.1f} s")
+            _, copy = raw_spark_submit("copy", str(Path(out) / "copy"), str(after_files), codec, "3",
+                                       *[path for path, _ in before])
+            arrow_s = min(arrow_copy([path for path, _ in before], Path(out) / f"arrow-{run}", codec)
+                          for run in range(3))
+        spark_copy_s = min(copy["per_run"][1:])
+        _, warm = raw_spark_submit("procedure", json.dumps(plan["options"]), "bench.small_warm1", "bench.small_warm2")
+        limit_s = min(arrow_s, spark_copy_s)
+        print(f"limit: arrow {arrow_s:.2f} s, spark copy warm {spark_copy_s:.2f} s; rewrite warm "
+              f"{warm['per_table'][1]:.2f} s")
 
         _, scans = raw_spark_submit("scan", "4", "bench.small_before", "bench.small")
         py_before = pyiceberg_scans(hook, "bench.small_before")
         py_after = pyiceberg_scans(hook, "bench.small")
+        large = task_vs_raw_large(hook) if args.large else None
 
-    command = "python benchmarks/rewrite.py" + (" --quick" if args.quick else "")
+    command = "python benchmarks/rewrite.py" + (" --quick" if args.quick else " --large" if args.large else "")
     mb = total_bytes / 1e6
-    rewrite_rows = [
-        ["operator (`IcebergRewriteDataFilesOperator.execute`, spark-submit incl.)", f"{op_wall:.1f}", jvm_count],
-        ["raw spark-submit of `CALL rewrite_data_files` (faster of a run before and one after)", f"{raw_wall:.1f}", 1],
-        ["ratio operator / raw", f"**{op_wall / raw_wall:.2f}**", ""],
-    ]
+    sizes = [(len(before), mb, PARTITIONS, after_files, plan_s, op_wall, raw_wall, jvm_count)]
+    if large is not None:
+        sizes.append(large)
+    rewrite_rows = [[f"{files:,}", f"{size_mb:.0f}", parts, out, f"{p_s:.2f}", f"{op:.1f}", f"{raw_s:.1f}", jvms,
+                     f"**{op / raw_s:.2f}**"] for files, size_mb, parts, out, p_s, op, raw_s, jvms in sizes]
+    ratios = [row[5] / row[6] for row in sizes]
     write_section("rewrite", "Rewrite task vs a raw spark-submit", command, f"""
-{len(before):,} files ({mb:.0f} MB) in {PARTITIONS} partitions rewritten into {after_files} (raw: {raw_after}).
-The plan (PyIceberg, no JVM) took {plan_s:.2f} s before the task and is not included.
+Small files in identity partitions, rewritten into one file per partition. "task" is
+`IcebergRewriteDataFilesOperator.execute` (spark-submit included), "raw" a plain spark-submit of
+`CALL rewrite_data_files` with the plan's options, each on its own registered copy of the same
+table; runs alternate (raw, task, task, raw at 2,000 files; raw then task at 100,000) and the
+faster of each side counts. The plan (PyIceberg, no JVM) is made before and not included.
 
-{markdown_table(["run", "wall s", "JVMs"], rewrite_rows)}
+{markdown_table(["data files", "MB", "partitions", "files after", "plan s", "task s", "raw s", "JVMs per task",
+                 "task / raw"], rewrite_rows)}
 
 **Reading.** Both runs are bound by the same two things: a JVM start (several seconds here,
-whatever the table) and the rewrite itself (read, bin-pack, write, commit). What the
-operator adds on top is small and fixed: the job spec and result files, the package zip
-shipped with `--py-files`, a check that the planned snapshot is still an ancestor, the partition
-filter built from the plan, and the look-up of its own commits afterwards. As tables grow the
-rewrite dominates and the ratio tends to 1; on tiny tables it is the noise of two JVM starts.
-""", target={"goal": "rewrite task <= 1.10 x raw spark-submit", "measured": f"{op_wall / raw_wall:.2f} x",
-             "met": op_wall / raw_wall <= 1.10})
-    proc_rate, copy_rate = mb / raw["seconds"], mb / copy["seconds"]
-    write_section("throughput", "Rewrite throughput vs a plain Parquet read-and-write", command, f"""
-The same {len(before):,} files ({mb:.0f} MB), each in its own spark-submit; seconds measured inside the
-application (after the session started), so JVM start-up is left out of both.
+whatever the table) and the rewrite itself (read, bin-pack, write, commit). What the task adds
+on top is fixed, not per file: the job spec and result files, the package zip shipped with
+`--py-files`, a check that the planned snapshot is still an ancestor, the partition filter built
+from the plan, and its check that every reported group is backed by its own commits, now made
+from the commits' summaries (one call per commit) instead of reading every removed file back
+through py4j (four round trips per file: about 35 s per 100,000 files before). On small tables
+the ratio is the noise of two JVM starts.
+""", target={"goal": "rewrite task <= 1.05 x raw spark-submit" + (" at 2,000 and 100,000 files" if large else ""),
+             "measured": " / ".join(f"{r:.2f} x" for r in ratios), "met": all(r <= 1.05 for r in ratios)})
+    warm_s = warm["per_table"][1]
+    cold_s = raw["per_table"][0]
+    write_section("throughput", "Rewrite vs the physical limit: the fastest plain read-and-write", command, f"""
+The same {len(before):,} files ({mb:.0f} MB, {PARTITIONS} partitions) read and written again as {after_files}
+files ({codec}, the table's codec). The limit is the fastest plain copy of those bytes into as
+many files: Arrow (read with threads, one file per partition written in parallel) and Spark
+(`read.parquet(...).coalesce({after_files}).write`, the fastest of the runs after the first in one JVM).
+The rewrite is `CALL rewrite_data_files` with the plan's options, timed inside the application:
+cold (the JVM's first Iceberg work) and warm (a second copy of the table in the same JVM).
 
-{markdown_table(["work", "s in the JVM", "MB/s"], [
-    ["`rewrite_data_files` (raw procedure)", f"{raw['seconds']:.1f}", f"{proc_rate:.1f}"],
-    [f"Spark `read.parquet(...).coalesce({after_files}).write.parquet`", f"{copy['seconds']:.1f}", f"{copy_rate:.1f}"],
-    ["ratio rewrite / copy throughput", "", f"**{proc_rate / copy_rate:.2f}**"],
+{markdown_table(["work", "s", "MB/s", "x the limit"], [
+    ["Arrow copy (fastest of 3)", f"{arrow_s:.2f}", f"{mb / arrow_s:.0f}", f"{arrow_s / limit_s:.2f}"],
+    ["Spark copy, warm JVM", f"{spark_copy_s:.2f}", f"{mb / spark_copy_s:.0f}", f"{spark_copy_s / limit_s:.2f}"],
+    ["`rewrite_data_files`, warm JVM", f"{warm_s:.2f}", f"{mb / warm_s:.0f}", f"**{warm_s / limit_s:.2f}**"],
+    ["`rewrite_data_files`, the JVM's first (cold)", f"{cold_s:.2f}", f"{mb / cold_s:.0f}", f"{cold_s / limit_s:.2f}"],
+    ["raw spark-submit of the rewrite, end to end (JVM start incl.)", f"{raw_wall:.2f}", f"{mb / raw_wall:.0f}",
+     f"{raw_wall / limit_s:.2f}"],
 ])}
 
-**Reading.** Both are bound by reading and writing Parquet on 2 cores, and on small files by
-per-file work. The rewrite gets its file list from the manifests and bin-packs it into one
-task per group; it also writes Iceberg metadata and commits. The plain copy is handed
-{len(before):,} paths, which Spark lists and checks itself (a listing job above 32 paths) before
-packing them into read splits. Both scale with cores; with fewer, larger input files the
-per-file costs fade and the two converge.
-""", target={"goal": "rewrite throughput >= 0.8 x a plain Parquet copy", "measured": f"{proc_rate / copy_rate:.2f} x",
-             "met": proc_rate / copy_rate >= 0.8})
+**Reading.** Arrow's copy is bound by Parquet decoding and encoding on both cores with nothing
+else to do: no catalog, no planning, no commit. The rewrite does the same reading and writing in
+Spark tasks (one per output file, {PARTITIONS} here, so both cores stay busy) plus per-file work
+the copy does not: Iceberg opens each file through its own reader and applies the table's
+schema and delete files, plans from the manifests, writes manifests and commits. Cold, the
+JVM's first Iceberg work also pays class loading and code generation; end to end a spark-submit
+adds the JVM start, which on these 2 cores is several times the rewrite itself. Tried in a warm
+JVM without effect on this table: Iceberg's row reader instead of the vectorised one
+(`spark.sql.iceberg.vectorization.enabled=false`: 4.73 s against 4.69 s) and more concurrent file
+groups (four groups already keep both cores busy); Hadoop's raw local file system (no `.crc`
+side files) made the catalog's commit fail. Not profiled yet: how the warm rewrite's time splits
+between per-file reader set-up, decoding, encoding and the commit.
+""", target={"goal": "rewrite in a warm JVM <= 1.5 x the fastest plain copy", "measured":
+             f"{warm_s / limit_s:.2f} x (end to end {raw_wall / limit_s:.1f} x)", "met": warm_s / limit_s <= 1.5})
     t = scans["timings"]
     warm_speedup = (t["bench.small_before:aggregate"]["median_warm"] / t["bench.small:aggregate"]["median_warm"])
     count_speedup = (t["bench.small_before:count"]["median_warm"] / t["bench.small:count"]["median_warm"])

@@ -104,7 +104,7 @@ def main() -> None:
                 "bench.small", plan, ("bench.small_raw", "bench.small_raw2"))
             after_files = len(data_files(lake.load_table("bench.small")))
             assert result["rewritten_data_files"] == len(before)
-            _, copy = raw_spark_submit("copy", "s3a://warehouse/bench-copy", str(after_files),
+            _, copy = raw_spark_submit("copy", "s3a://warehouse/bench-copy", str(after_files), "snappy", "1",
                                        *[path.replace("s3://", "s3a://", 1) for path, _ in before])
             print(f"rewrite: operator {op_wall:.1f} s, raw {raw_wall:.1f} s; in the JVM: procedure "
                   f"{raw['seconds']:.1f} s, copy {copy['seconds']:.1f} s")
