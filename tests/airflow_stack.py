@@ -68,6 +68,11 @@ class AirflowStack:
         process.log_file = log  # type: ignore[attr-defined]
         self.processes.append(process)
 
+    @property
+    def scheduler_pid(self) -> int:
+        """The scheduler's process: with the LocalExecutor every task process descends from it."""
+        return next(process.pid for process in self.processes if process.args[3] == "scheduler")
+
     def start(self, timeout: float = 240) -> AirflowStack:
         migrate = subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], env=self.env, capture_output=True,
                                  text=True)
