@@ -151,8 +151,8 @@ measured side by side in one run, so both sides see the same machine.
 RAW_APP = Path(__file__).resolve().parent / "raw_spark.py"
 
 
-def raw_spark_submit(*args: str) -> tuple[float, dict]:
-    """A plain spark-submit of ``raw_spark.py`` on the lake's catalog: (wall seconds, its JSON line).
+def raw_spark_submit(*args: str, app: Path = RAW_APP) -> tuple[float, dict]:
+    """A plain spark-submit of ``app`` (``raw_spark.py``) on the lake's catalog: (wall seconds, its JSON line).
 
     The same local settings the provider's job runner uses (127.0.0.1, no UI, the catalog's jars),
     with the catalog configuration in a ``--properties-file`` (mode 0600), as one would run it by hand.
@@ -169,10 +169,10 @@ def raw_spark_submit(*args: str) -> tuple[float, dict]:
         command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(hook.spark_jars()),
                    "--properties-file", str(properties)]
         started = time.perf_counter()
-        out = subprocess.run([*command, str(RAW_APP), *args], capture_output=True, text=True, env=os.environ.copy())
+        out = subprocess.run([*command, str(app), *args], capture_output=True, text=True, env=os.environ.copy())
         wall = time.perf_counter() - started
     if out.returncode != 0:
-        raise RuntimeError(f"raw spark-submit failed:\n{out.stderr[-4000:]}")
+        raise RuntimeError(f"raw spark-submit failed ({out.returncode}):\n{out.stdout[-2000:]}\n{out.stderr[-4000:]}")
     return wall, json.loads(out.stdout.strip().splitlines()[-1])
 
 

@@ -5,6 +5,7 @@
 (seconds per table too: with two copies of one table, the second runs in a warm JVM).
 ``raw_spark.py copy OUT_DIR N CODEC REPEAT PATH...``: read Parquet files, write them again as N
 files with CODEC, REPEAT times (seconds per run: the later ones warm).
+``raw_spark.py sql STATEMENT...``: each statement (a ``CALL``), its first row and its row count.
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
 Each prints one JSON line with the seconds spent inside the application (after session start).
 """
@@ -47,6 +48,10 @@ def main(argv):
              .parquet(f"{target}-{run}"))
             per_run.append(time.perf_counter() - t0)
         out["per_run"] = per_run
+    elif mode == "sql":
+        results = [spark.sql(statement).collect() for statement in argv[2:]]
+        out["rows"] = [rows[0].asDict() if rows else None for rows in results]
+        out["counts"] = [len(rows) for rows in results]
     elif mode == "scan":
         repeat, tables = int(argv[2]), argv[3:]
         timings = {}
