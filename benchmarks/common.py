@@ -237,7 +237,8 @@ def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: t
                 raw_walls.append(wall), raws.append(raw)
             if index < len(tables):
                 wall, result = timed(IcebergRewriteDataFilesOperator(
-                    task_id="rewrite", table=tables[index], plan=plan, rewrite_position_deletes=False).execute,
+                    task_id="rewrite", table=tables[index], plan={**plan, "table": tables[index]},  # a copy: its own name
+                    rewrite_position_deletes=False).execute,
                     context("rewrite"))
                 task_walls.append(wall), results.append(result)
             if index < len(raw_copies) and index % 2 == 1:
