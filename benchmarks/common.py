@@ -119,6 +119,13 @@ def write_section(name: str, title: str, command: str, body: str, *, target: dic
         RESULTS.mkdir(exist_ok=True)
         saved = [{"title": title, **t} for t in target] if isinstance(target, list) else {"title": title, **target}
         (RESULTS / f"{name}.json").write_text(json.dumps(saved, indent=1) + "\n")
+    DOC.write_text(text)
+    rebuild_targets()
+    print(f"wrote section {name!r} of {DOC.relative_to(REPO)}")
+
+
+def rebuild_targets() -> None:
+    """The targets table at the top of docs/benchmarks.md, from ``benchmarks/results/*.json``."""
     rows = []
     for path in sorted(RESULTS.glob("*.json")) if RESULTS.exists() else []:
         saved = json.loads(path.read_text())
@@ -127,8 +134,7 @@ def write_section(name: str, title: str, command: str, body: str, *, target: dic
                          "**met**" if item["met"] else "**not met**"])
     targets = ("<!-- bench:targets -->\n## Targets\n\n" + markdown_table(["benchmark", "target", "measured", ""], rows)
                + "\n<!-- /bench:targets -->")
-    DOC.write_text(_replace_section(text, "targets", targets))
-    print(f"wrote section {name!r} of {DOC.relative_to(REPO)}")
+    DOC.write_text(_replace_section(DOC.read_text(), "targets", targets))
 
 
 def _anchor(title: str) -> str:

@@ -165,9 +165,12 @@ def main() -> None:
                        "measured": f"{at_100k['seconds']:.1f} s, {at_100k['peak_mb']} MB peak", "met": met})
     if 1_000_000 in by_size:
         spark_1m = by_size[1_000_000][1]
-        over = spark_1m["peak_mb"] - bare["peak_mb"]
+        # The worker's baseline is the same task on the smallest table: the bare submit's process
+        # does not import the operator and its DAG-side modules, which no table size changes.
+        over = spark_1m["peak_mb"] - by_size[sizes[0]][1]["peak_mb"]
         target.append({"goal": "Spark planning of 1M files <= 60 s, worker <= 50 MB over its baseline, same plan",
-                       "measured": f"{spark_1m['seconds']:.1f} s, worker {over:+d} MB",
+                       "measured": f"{spark_1m['seconds']:.1f} s, worker {over:+d} MB over the same task at "
+                                   f"{sizes[0]:,} files",
                        "met": spark_1m["seconds"] <= 60 and over <= 50})
     body = f"""
 {markdown_table(header, rows)}
