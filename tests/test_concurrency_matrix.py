@@ -491,7 +491,8 @@ CELLS_PER_BACKEND = 4 * len(RACES)
 def concurrency_doc():
     yield
     if len(CELLS) == 2 * CELLS_PER_BACKEND:  # the whole matrix ran: write what it observed
-        generated_pages.save("concurrency", {"cells": CELLS, "persistent": {"|".join(k): v for k, v in PERSISTENT.items()}})
+        generated_pages.save("concurrency", {"cells": CELLS, "persistent": {"|".join(k): v for k, v in PERSISTENT.items()},
+                                             "default_runs": DEFAULT_RUNS})
 
 
 def _plain(text: str) -> str:
@@ -518,8 +519,9 @@ def _first_outcomes(cells: list[dict], race: str, ssn: bool, *, kind_only: bool 
     return f"without partial progress \"{seen(False)}\", with it \"{seen(True)}\""
 
 
-def doc(cells: list[dict], persistent: dict[tuple[str, str], str]) -> str:
-    """docs/concurrency.md from the observed cells and the persistent-conflict outcomes (``make docs``)."""
+def doc(cells: list[dict], persistent: dict[tuple[str, str], str], default_runs: dict[str, str]) -> str:
+    """docs/concurrency.md from the observed cells, the persistent-conflict outcomes and race (e) with
+    the job's defaults (``make docs``: a fresh process, so everything comes in as arguments)."""
     backends = sorted({c["backend"] for c in cells}, key=lambda b: b != "SQLite")
     lost = [c for c in cells if c["lost"]]
     lines = [
@@ -582,7 +584,7 @@ def doc(cells: list[dict], persistent: dict[tuple[str, str], str]) -> str:
             "  concurrent equality delete is then a conflict, and the retry, planned on the current snapshot,",
             "  applies it while rewriting. Race (e) run with that default:",
         ]
-        lines += [f"  - {label}: {_plain(DEFAULT_RUNS.get(label, 'not run'))}" for label in backends]
+        lines += [f"  - {label}: {_plain(default_runs.get(label, 'not run'))}" for label in backends]
     lines += [
         f"- {len(cells)} cells reproduced ({CELLS_PER_BACKEND} per catalog database), rows lost or resurrected in"
         f" {len(lost)}. {conflicted} cells met a real conflict on the first attempt.",
