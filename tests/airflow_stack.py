@@ -172,6 +172,11 @@ class AirflowStack:
         return self.wait_for(finished, timeout, f"run {run_id} of {dag_id}", interval=3,
                              diagnose=lambda: self.task_states(dag_id))
 
+    def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
+        """The full log of one try of a task instance, as the UI shows it."""
+        return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
+                        params={"full_content": "true"}).text
+
     def xcom(self, dag_id: str, run_id: str, task_id: str):
         response = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
                             params={"deserialize": "true", "stringify": "false"})

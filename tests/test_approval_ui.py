@@ -43,6 +43,20 @@ def _answer(page, airflow, run_id: str, choice: str, snapshots: int, screenshot=
     if screenshot:
         page.screenshot(path=str(screenshot), full_page=True)
     page.get_by_role("button", name=choice, exact=True).click()
+    # The answer Airflow recorded is the one clicked (a click lost or landing elsewhere fails here, not later).
+    detail = airflow.wait_for(lambda: _answered(airflow, run_id), 120, f"the answer to {run_id}'s gate", interval=2)
+    assert detail["chosen_options"] == [choice], detail
+
+
+def _answered(airflow, run_id: str) -> dict | None:
+    detail = airflow.api("GET", f"/dags/{DAG_ID}/dagRuns/{run_id}/taskInstances/approve_expire/-1/hitlDetails").json()
+    return detail if detail.get("response_received") else None
+
+
+def _explain(airflow, run_id: str) -> str:
+    """What a run's gate and expiry did, for a failed assertion."""
+    return "\n".join([airflow.task_states(DAG_ID, run_id),
+                      *(airflow.task_log(DAG_ID, run_id, task)[-6000:] for task in ("approve_expire", "expire"))])
 
 
 def _table(lake_hook, namespace: str, name: str):
@@ -69,8 +83,10 @@ def test_a_person_approves_one_big_expiry_and_rejects_another(airflow, lake_hook
     _answer(page, airflow, run_approve, "Approve", older, screenshot=output_dir / "approval-required-action.png")
     run = airflow.wait_for_run(DAG_ID, run_approve)
     assert run["state"] == "success", airflow.task_states(DAG_ID, run_approve)
+    assert _state(airflow, run_approve, "expire") == "success", _explain(airflow, run_approve)
     table = lake_hook.load_table(approved)
-    assert [s.snapshot_id for s in table.snapshots()] == [table.current_snapshot().snapshot_id]
+    assert [s.snapshot_id for s in table.snapshots()] == [table.current_snapshot().snapshot_id], \
+        _explain(airflow, run_approve)
     assert table_fingerprint(table) == fingerprint
     approval = airflow.xcom(DAG_ID, run_approve, "approve_expire")
     assert approval["approved_by"] == airflow.USER and len(approval["snapshot_ids"]) == older

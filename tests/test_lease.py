@@ -387,8 +387,7 @@ def test_two_dags_racing_on_one_table_never_overlap_and_both_end_well(airflow, l
     assert leases[second]["acquired_at_ms"] >= released.timestamp() * 1000 - 1000
     assert leases[first]["holder"] == f"e2e/{first}/{runs[first]}"
     # The second run waited, saying who held the table.
-    log = airflow.api("GET", f"/dags/{second}/dagRuns/{runs[second]}/taskInstances/acquire_lease/logs/1",
-                      params={"full_content": "true"}).text
+    log = airflow.task_log(second, runs[second], "acquire_lease")
     assert f"Another maintenance run holds the lease on {name}: e2e/{first}/{runs[first]}" in log
     assert "Waiting 2 s before asking again" in log
 
