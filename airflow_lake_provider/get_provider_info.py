@@ -99,6 +99,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.operators.restore",
                     "airflow_lake_provider.operators.convert_equality_deletes",
                     "airflow_lake_provider.operators.lease",
+                    "airflow_lake_provider.operators.fleet",
                 ],
             }
         ],

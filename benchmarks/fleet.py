@@ -76,12 +76,40 @@ dag = next(v for v in vars(module).values() if isinstance(v, DAG))
 started = time.perf_counter()
 run = dag.test(run_conf={"tables": json.loads(sys.argv[2])})
 seconds = time.perf_counter() - started
-states = [(ti.task_id, str(ti.state)) for ti in run.get_task_instances()]
-print(json.dumps({"seconds": seconds, "jvms": count["jvms"], "state": str(run.state), "tasks": states}))
+instances = run.get_task_instances()
+states = [(ti.task_id, str(ti.state)) for ti in instances]
+durations = {}
+for ti in instances:  # where the run's time went, by task id (mapped instances summed)
+    durations[ti.task_id] = durations.get(ti.task_id, 0.0) + (ti.end_date - ti.start_date).total_seconds()
+print(json.dumps({"seconds": seconds, "jvms": count["jvms"], "state": str(run.state), "tasks": states,
+                  "task_seconds": durations, "task_instances": len(instances)}))
 """
 
 
-def fleet(hook, n_tables: int, root: Path) -> dict:
+def _compacted(hook, names: list[str]) -> int:
+    """Tables whose current snapshot is a compaction made by the fleet DAG."""
+    return sum(1 for name in names
+               if (hook.load_table(name).current_snapshot().summary or {}).get("airflow.dag-id") == "lake_fleet_maintenance")
+
+
+#: The fleet DAG as it was before one task per step (one plan task and one Spark application per
+#: table), run from git beside today's for the breakdown; the operators it uses are still shipped.
+PER_TABLE_DAG_REVISION = "7cc2498"
+
+
+def _run_dag(dag_file: Path, names: list[str]) -> dict:
+    """``dag.test()`` of a fleet DAG file on ``names``, in a fresh process: its time, JVMs and tasks.
+    The file's folder is the DAGs folder (``dag.test()`` records the DAG from there)."""
+    env = {**os.environ, "AIRFLOW__CORE__DAGS_FOLDER": str(dag_file.parent)}
+    out = subprocess.run([sys.executable, "-c", "import json, sys\n" + DAG_RUN, str(dag_file), json.dumps(names)],
+                         capture_output=True, text=True, env=env)
+    if out.returncode != 0:
+        raise RuntimeError(out.stderr[-4000:])
+    return json.loads(out.stdout.strip().splitlines()[-1])
+
+
+def fleet(hook, n_tables: int, root: Path, *, skip_loop: bool = False, per_table: bool = True) -> dict:
+    """Identical copies of the fleet (registered on the same metadata) for each contender."""
     from demo_data import create_events_table
 
     names = []
@@ -89,37 +117,49 @@ def fleet(hook, n_tables: int, root: Path) -> dict:
         name = f"bench.fleet_{i:02d}"
         busy = i % 10 == 0  # one table in ten has 16 small files
         create_events_table(hook.catalog, name, days=2, commits_per_day=8 if busy else 1, rows_per_commit=10 if busy else 500)
-        hook.catalog.register_table(f"bench.loop_{i:02d}", hook.load_table(name).metadata_location)
+        for copy in ("loop", "pertable"):
+            hook.catalog.register_table(f"bench.{copy}_{i:02d}", hook.load_table(name).metadata_location)
         names.append(name)
 
-    dags = root / "dags"
-    dags.mkdir()
-    (dags / "lake_fleet_maintenance.py").symlink_to(REPO / "dags" / "lake_fleet_maintenance.py")
-    os.environ["AIRFLOW__CORE__DAGS_FOLDER"] = str(dags)
     subprocess.run([sys.executable, "-m", "airflow", "db", "migrate"], check=True, capture_output=True, env=os.environ.copy())
-    out = subprocess.run([sys.executable, "-c", "import json, sys\n" + DAG_RUN, str(dags / "lake_fleet_maintenance.py"),
-                          json.dumps(names)], capture_output=True, text=True, env=os.environ.copy())
-    if out.returncode != 0:
-        raise RuntimeError(out.stderr[-4000:])
-    dag = json.loads(out.stdout.strip().splitlines()[-1])
-    rewritten = sum(1 for task, state in dag["tasks"] if task == "rewrite" and state.endswith("success"))
+    figures = {"busy": sum(1 for i in range(n_tables) if i % 10 == 0)}
+    if per_table:  # the earlier shape first, on its own copies
+        old = root / "per-table" / "lake_fleet_maintenance.py"
+        old.parent.mkdir(parents=True)
+        old.write_text(subprocess.run(["git", "-C", str(REPO), "show",
+                                       f"{PER_TABLE_DAG_REVISION}:dags/lake_fleet_maintenance.py"],
+                                      check=True, capture_output=True, text=True).stdout)
+        copies = [f"bench.pertable_{i:02d}" for i in range(n_tables)]
+        per = _run_dag(old, copies)
+        figures["per_table"] = {"seconds": per["seconds"], "jvms": per["jvms"], "state": per["state"],
+                                "task_seconds": per["task_seconds"], "task_instances": per["task_instances"],
+                                "compacted": _compacted(hook, copies)}
+    current = root / "dags" / "lake_fleet_maintenance.py"
+    current.parent.mkdir()
+    current.symlink_to(REPO / "dags" / "lake_fleet_maintenance.py")
+    dag = _run_dag(current, names)
+    figures.update({"dag_s": dag["seconds"], "dag_jvms": dag["jvms"], "dag_state": dag["state"],
+                    "dag_rewritten": _compacted(hook, names), "task_seconds": dag["task_seconds"],
+                    "task_instances": dag["task_instances"]})
 
     loop_s = 0.0
     loop_rewritten = 0
-    for i in range(n_tables):
+    for i in range(0 if skip_loop else n_tables):
         seconds, raw = raw_spark_submit("procedure", json.dumps(REWRITE_OPTIONS), f"bench.loop_{i:02d}")
         loop_s += seconds
         loop_rewritten += int(int(raw["results"][0]["rewritten_data_files_count"]) > 0)
         print(f"loop {i + 1}/{n_tables}: {loop_s:.0f} s", flush=True)
-    return {"dag_s": dag["seconds"], "dag_jvms": dag["jvms"], "dag_state": dag["state"], "dag_rewritten": rewritten,
-            "loop_s": loop_s, "loop_jvms": n_tables, "loop_rewritten": loop_rewritten,
-            "busy": sum(1 for i in range(n_tables) if i % 10 == 0)}
+    figures.update({"loop_s": loop_s, "loop_jvms": n_tables, "loop_rewritten": loop_rewritten})
+    return figures
 
 
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--tables", type=int, default=50)
     parser.add_argument("--skip-fleet", action="store_true")
+    parser.add_argument("--profile", action="store_true",
+                        help="run the fleet DAGs only (no loop) and print where their time went; writes nothing")
+    parser.add_argument("--no-per-table", action="store_true", help="leave out the earlier per-table DAG")
     parser.add_argument("--render", action="store_true", help="rewrite the doc sections from the last run's figures")
     args = parser.parse_args()
     command = "python benchmarks/fleet.py" + (f" --tables {args.tables}" if args.tables != 50 else "")
@@ -130,12 +170,18 @@ def main() -> None:
         render(saved["command"], saved["healthy"], saved.get("fleet"), saved.get("tables", 50), saved["measured_at"])
         return
     started = dt.datetime.now(dt.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+    if args.profile:
+        with private_lake("fleet") as root:
+            hook = lake_hook()
+            hook.catalog.create_namespace_if_not_exists("bench")
+            print(json.dumps(fleet(hook, args.tables, root, skip_loop=True, per_table=not args.no_per_table), indent=1))
+        return
     with private_lake("fleet") as root:
         hook = lake_hook()
         hook.catalog.create_namespace_if_not_exists("bench")
         h = healthy_run(hook)
         print(h, flush=True)
-        f = None if args.skip_fleet else fleet(hook, args.tables, root)
+        f = None if args.skip_fleet else fleet(hook, args.tables, root, per_table=not args.no_per_table)
         print(f, flush=True)
     figures.parent.mkdir(parents=True, exist_ok=True)
     figures.write_text(json.dumps({"command": command, "tables": args.tables, "healthy": h, "fleet": f,

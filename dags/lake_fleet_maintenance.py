@@ -2,14 +2,19 @@
 
 1. ``list_tables``: the tables to look at: the ``tables`` param, else every table of the
    ``namespace`` param, else the JSON list in the Airflow Variable ``lake_fleet_tables``.
-2. ``plan`` (mapped, one task per table, no JVM): plan each table from its metadata. A missing
-   or broken table fails its own task only.
-3. ``select_work``: the tables whose plan has file groups.
-4. ``rewrite`` then ``expire`` (mapped over those tables only): one Spark application per
-   table that needs work, at most ``max_active_tis_per_dag`` at a time, in the ``lake_spark``
-   pool when it exists (``LAKE_SPARK_POOL``) so all DAGs share one bound on Spark applications.
-5. ``any_table_failed``: runs only when some table's task failed, and fails, so the run is
-   marked failed although every other table was maintained.
+2. ``plan`` (one task, no JVM): plan every table from its metadata, each as the single-table
+   plan operator does. A missing or broken table is named in the task's failure; the others
+   are planned and handed on.
+3. ``select_work``: the tables whose plan has file groups, in batches of ``tables_per_application``.
+4. ``rewrite`` (mapped over the batches): one Spark application per batch compacts its tables
+   one after another (one JVM start per batch, not per table), at most
+   ``max_active_tis_per_dag`` at a time, in the ``lake_spark`` pool when it exists
+   (``LAKE_SPARK_POOL``) so all DAGs share one bound on Spark applications.
+5. ``expire`` (mapped over the compacted tables).
+6. ``any_table_failed``: runs only when some task failed, and fails, so the run is marked
+   failed although every other table was maintained.
+
+Where the time of a fleet goes, and why one task per step: docs/operators/fleet.md.
 """
 
 from __future__ import annotations
@@ -22,8 +27,7 @@ from airflow.sdk import DAG, Param, Variable, task
 
 from airflow_lake_provider.dag_factory import OLDER_THAN_FROM_PARAMS, retention_params
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
-from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from airflow_lake_provider.operators.fleet import IcebergFleetPlanOperator, IcebergFleetRewriteOperator
 
 SPARK_POOL = os.environ.get("LAKE_SPARK_POOL", "default_pool")
 MAX_CONCURRENT_SPARK_APPS = int(os.environ.get("LAKE_MAX_CONCURRENT_SPARK_APPS", "2"))
@@ -43,6 +47,9 @@ with DAG(
         "namespace": Param(None, type=["null", "string"], title="Namespace",
                            description="Maintain every table of this namespace (when Tables is empty)."),
         "min_input_files": Param(5, type="integer", minimum=1, title="Minimum input files"),
+        "tables_per_application": Param(10, type="integer", minimum=1, maximum=200,
+                                        title="Tables per Spark application",
+                                        description="Tables compacted one after another by one Spark application."),
         **retention_params(),
     },
 ) as dag:
@@ -62,24 +69,30 @@ with DAG(
         return list(dict.fromkeys(str(name).strip() for name in names))
 
     tables = list_tables()
-    plans = IcebergRewritePlanOperator.partial(
-        task_id="plan", min_input_files="{{ params.min_input_files }}", skip_rewrite_when_empty=False
-    ).expand(table=tables)
+    plans = IcebergFleetPlanOperator(task_id="plan", tables=tables,
+                                     plan_settings={"min_input_files": "{{ params.min_input_files }}"})
 
     @task(trigger_rule="all_done")
-    def select_work(plans: list) -> list[dict]:
-        """Tables with something to compact; failed plans (None) are left to their own task."""
-        return [{"table": p["table"], "plan": p} for p in plans if p and p["groups"]]
+    def select_work(plans: list | None, params: dict) -> list[list[dict]]:
+        """Tables with something to compact, in batches (one Spark application each)."""
+        work = [{"table": p["table"], "plan": p} for p in plans or [] if p["groups"]]
+        size = int(params["tables_per_application"])
+        return [work[i:i + size] for i in range(0, len(work), size)]
 
-    work = select_work(plans.output)
-    rewrites = IcebergRewriteDataFilesOperator.partial(
+    rewrites = IcebergFleetRewriteOperator.partial(
         task_id="rewrite", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
-    ).expand_kwargs(work)
+    ).expand(work=select_work(plans.output))
+
+    @task
+    def compacted(batches: list) -> list[dict]:
+        """The expire step's arguments, one per compacted table (its rewrite's snapshots protected)."""
+        return [{"table": r["table"], "protected_snapshot_ids": r} for batch in batches for r in batch or []]
+
     expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
         override_table_retention="{{ params.override_table_retention }}", older_than=OLDER_THAN_FROM_PARAMS,
         retain_last="{{ params.retain_last }}",
-    ).expand_kwargs(rewrites.output.map(lambda r: {"table": r["table"], "protected_snapshot_ids": r}))
+    ).expand_kwargs(compacted(rewrites.output))
 
     @task(trigger_rule="one_failed", retries=0)
     def any_table_failed() -> None:

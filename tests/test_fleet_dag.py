@@ -1,4 +1,6 @@
-"""The fleet DAG on ten tables: two unhealthy, one missing."""
+"""The fleet DAG on ten tables: two unhealthy, one missing. One plan task plans them all, one
+Spark application compacts both unhealthy tables, the missing one fails the run without
+stopping the others."""
 
 from __future__ import annotations
 
@@ -27,12 +29,21 @@ def test_fleet_compacts_only_the_tables_that_need_it(airflow_db, lake_hook, name
     run = dag.test(run_conf={"tables": [*tables, unhealthy[0]]})  # a table listed twice is maintained once
 
     instances = {(ti.task_id, ti.map_index): ti for ti in run.get_task_instances()}
-    assert len([key for key in instances if key[0] == "plan"]) == len(tables) == 10
-    plan_states = {tables[i]: instances[("plan", i)].state for i in range(len(tables))}
-    assert plan_states[missing] == "failed"
-    assert all(state == "success" for name, state in plan_states.items() if name != missing)
+    # One task planned every table: the missing one is named in its failure, the others were handed on.
+    plan = instances[("plan", -1)]
+    assert plan.state == "failed"
+    failures = plan.xcom_pull(task_ids="plan", key="failures")
+    assert list(failures) == [missing] and "does not exist in catalog" in failures[missing]
+    plans = plan.xcom_pull(task_ids="plan")
+    assert [p["table"] for p in plans] == [t for t in tables if t != missing]
+    assert {p["table"] for p in plans if p["groups"]} == set(unhealthy)
+    # Both unhealthy tables in one rewrite task: one Spark application.
     rewrites = [ti for (task_id, _), ti in instances.items() if task_id == "rewrite"]
-    assert len(rewrites) == 2 and all(ti.state == "success" for ti in rewrites)  # two Spark applications
+    assert len(rewrites) == 1 and rewrites[0].state == "success"
+    results = rewrites[0].xcom_pull(task_ids="rewrite", map_indexes=0)
+    assert [r["table"] for r in results] == [unhealthy[0], unhealthy[1]]
+    expires = [ti for (task_id, _), ti in instances.items() if task_id == "expire"]
+    assert len(expires) == 2 and all(ti.state == "success" for ti in expires)
     # The missing table does not hide behind the others' success: the run is marked failed.
     assert instances[("any_table_failed", -1)].state == "failed" and run.state == "failed"
 
@@ -41,5 +52,6 @@ def test_fleet_compacts_only_the_tables_that_need_it(airflow_db, lake_hook, name
         assert live_files(table)["DATA"] == 2  # 16 small files -> one per day
         assert table_fingerprint(table) == before[name][1]
         assert table.current_snapshot().summary["airflow.dag-id"] == "lake_fleet_maintenance"
+        assert table.current_snapshot().snapshot_id == next(r for r in results if r["table"] == name)["snapshot_id_after"]
     for name in healthy:
         assert lake_hook.load_table(name).current_snapshot().snapshot_id == before[name][0]  # untouched

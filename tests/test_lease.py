@@ -453,11 +453,11 @@ def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lo
     step = _step(mine.to_json())
     step.pre_execute(context={})
     expiry = step._held_lease.expires_at_ms
-    with step._lease_heartbeat():
+    with step._while_job_runs():
         time.sleep(1.5)
     record = Lease.from_property(events, lake_hook.load_table(events).properties[LEASE_PROPERTY])
     assert record.token == mine.token and record.expires_at_ms > expiry
     with pytest.raises(LeaseLost, match="it was released"):
-        with step._lease_heartbeat():
+        with step._while_job_runs():
             hook.release(record)  # someone drops the lease under the running job
             time.sleep(1.5)

@@ -752,3 +752,61 @@ class ConvertEqualityDeletesResult(Contract):
                 if key in data:
                     data.setdefault("added_delete_files", data.pop(key))
         return super().from_json(data)
+
+
+# == batch: several tables' jobs in one Spark application ==
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchJobItem(Contract):
+    """One job of a batch: the job's name and its own arguments (that job's contract as JSON)."""
+
+    what: ClassVar[str] = "batch item"
+
+    job: str
+    args: dict[str, Any] = dataclasses.field(default_factory=dict)
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchJobArgs(Contract):
+    """The ``batch`` job: run ``jobs`` one after another in one Spark application.
+
+    Why: a spark-submit costs a JVM start (5-7 s on 2 cores) whatever the work; a fleet whose
+    tables each need a little compaction pays it once per application instead of once per table.
+    """
+
+    what: ClassVar[str] = "batch job"
+
+    jobs: list[BatchJobItem] = dataclasses.field(default_factory=list)
+
+    def validate(self: C) -> C:
+        if not self.jobs:
+            raise LakeConfigError(f"The {self.what} needs at least one job.")
+        if any(item.job == "batch" for item in self.jobs):
+            raise LakeConfigError(f"A {self.what} cannot hold another batch.")
+        return self
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchItemOutcome(Contract):
+    """What one job of a batch did: its result, or its failure (the others ran regardless)."""
+
+    what: ClassVar[str] = "batch item outcome"
+
+    status: str  # "success" or "failed"
+    result: dict[str, Any] | None = None
+    error_class: str | None = None
+    message: str | None = None
+
+    @property
+    def failed(self) -> bool:
+        return self.status != "success"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class BatchJobResult(Contract):
+    """The ``batch`` job's result: one outcome per job, in the order given."""
+
+    what: ClassVar[str] = "batch result"
+
+    outcomes: list[BatchItemOutcome] = dataclasses.field(default_factory=list)

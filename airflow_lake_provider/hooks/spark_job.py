@@ -60,6 +60,7 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 import airflow_lake_provider
 from airflow_lake_provider.catalog_config import is_secret_key
+from airflow_lake_provider.core.contracts import BatchJobArgs
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.jobs import JOB_NAMES
@@ -577,6 +578,11 @@ class LakeSparkJobHook(BaseHook):
             raise LakeConfigError(f"Unknown job {job!r}; known jobs: {', '.join(JOB_NAMES)}.")
         args = args or {}
         json.dumps(args)  # fail here, not in the driver, if the args cannot travel as JSON
+        if job == "batch":
+            unknown = [item.job for item in BatchJobArgs.from_json(args).validate().jobs if item.job not in JOB_NAMES]
+            if unknown:
+                raise LakeConfigError(f"Unknown jobs in the batch: {', '.join(map(repr, unknown))}; known jobs: "
+                                      f"{', '.join(JOB_NAMES)}.")
         return args
 
     def run_job(self, job: str, args: dict[str, Any] | None = None) -> dict[str, Any]:

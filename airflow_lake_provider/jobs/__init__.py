@@ -7,4 +7,4 @@ application that spark-submit starts, and it reads a JSON spec and writes a JSON
 """
 
 # Jobs the launcher may run, by name; anything else in a spec is refused.
-JOB_NAMES = ("sql", "plan", "rewrite", "expire", "clean", "convert_equality_deletes", "restore_quarantine")
+JOB_NAMES = ("sql", "plan", "rewrite", "expire", "clean", "convert_equality_deletes", "restore_quarantine", "batch")

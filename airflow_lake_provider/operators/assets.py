@@ -14,6 +14,8 @@ from typing import Any
 
 from airflow.sdk import Asset, AssetAlias
 
+from airflow_lake_provider.core.asset_events import maintenance_event_extra
+from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.naming import table_asset_name, table_asset_uri
 
 #: The outlet every table-changing step declares; events name the table's own Asset.
@@ -46,3 +48,16 @@ def emit_table_event(context: Any, table: str, location: str, catalog_name: str,
     asset = table_asset(table, location, catalog_name=catalog_name)
     context["outlet_events"][maintenance_alias()].add(asset, extra=extra)
     return asset
+
+
+def announce_table_change(context: Any, lake_hook: Any, step: str, table: str, before: dict[str, Any],
+                          after: dict[str, Any], result: Any, log: Any) -> None:
+    """After a step on ``table``: an event for its Asset carrying the step's figures, if it changed the table."""
+    extra = maintenance_event_extra(step, table, before, after, result)
+    if extra is None:
+        log.info("%s changed nothing: no asset event.", table)
+        return
+    loaded = lake_hook.load_table(table)
+    extra["health_score"] = table_health(loaded, table_name=table).score
+    asset = emit_table_event(context, table, loaded.location(), lake_hook.config.name, extra)
+    log.info("Asset event for %s (%s): %s", asset.name, asset.uri, extra)

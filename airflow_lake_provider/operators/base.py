@@ -12,9 +12,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lake_provider.core.asset_events import maintenance_event_extra
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, snapshot_ids
-from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX
@@ -24,7 +22,7 @@ from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
-from airflow_lake_provider.operators.assets import emit_table_event, maintenance_alias
+from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 
 # Snapshot summary properties (RUN_PROPERTY_PREFIX) name the Airflow run that made a commit: a
@@ -46,10 +44,10 @@ def run_properties(context: Any) -> dict[str, str]:
 snapshot_ids_from = snapshot_ids
 
 
-class LakeMaintenanceOperator(BaseOperator):
-    """Base of the maintenance operators: catalog connection, Spark settings, the job hook.
+class LakeSparkOperator(BaseOperator):
+    """What an operator needs to run this provider's Spark jobs: the catalog and Spark connections,
+    the Spark settings, one job at a time with its application linked from the task.
 
-    :param table: the table, ``namespace.table`` (templated).
     :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake (templated).
     :param spark_conn_id: the apache-spark connection; missing means ``local[*]`` (templated).
     :param spark_conf: extra Spark configuration for the job (templated).
@@ -61,29 +59,16 @@ class LakeMaintenanceOperator(BaseOperator):
     :param result_location: shared directory URI for job results in cluster mode.
     :param iceberg_runtime_provided: the cluster's Spark already has the Iceberg runtime, ship
         none; ``None`` (default): the lake connection's ``iceberg_runtime_provided`` extra decides.
-    :param lease: the table's maintenance lease this run holds (the acquire task's result, e.g.
-        ``acquire.output``; templated). Before doing anything the step checks the lease is still
-        this run's and renews it (moving its tags to the current snapshot), and refuses with a
-        sentence when another run holds it; while the step's Spark job runs the lease is renewed
-        every third of its ttl, and the job is killed if the lease was lost. See docs/lease.md.
-    :param require_lease: the step belongs to a leased group: without a lease (its acquire task
-        skipped because another run held the table) it skips itself instead of running unleased.
     """
 
-    template_fields: Sequence[str] = ("table", "lake_conn_id", "spark_conn_id", "spark_conf", "lease")
-    template_fields_renderers: dict[str, str] = {"spark_conf": "json", "lease": "json"}
+    template_fields: Sequence[str] = ("lake_conn_id", "spark_conn_id", "spark_conf")
+    template_fields_renderers: dict[str, str] = {"spark_conf": "json"}
     ui_color = "#cfe8fc"
-    #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
-    consumes_plan: bool = False
     operator_extra_links = (SparkHistoryLink(),)
-    #: Declares the maintenance asset alias and, after a run that changed the table, emits an event
-    #: for the table's Asset (docs/assets.md). Steps that only read (the plan) or restore set False.
-    emits_table_events: bool = True
 
     def __init__(
         self,
         *,
-        table: str,
         lake_conn_id: str = IcebergLakeHook.default_conn_name,
         spark_conn_id: str = "spark_default",
         spark_conf: dict[str, Any] | None = None,
@@ -93,16 +78,9 @@ class LakeMaintenanceOperator(BaseOperator):
         deploy_mode: str | None = None,
         result_location: str | None = None,
         iceberg_runtime_provided: bool | None = None,
-        lease: dict[str, Any] | None = None,
-        require_lease: bool = False,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
-        self.lease = lease
-        self.require_lease = require_lease
-        self._held_lease: Lease | None = None
-        self._lease_lost: str | None = None
-        self.table = table
         self.lake_conn_id = lake_conn_id
         self.spark_conn_id = spark_conn_id
         self.spark_conf = spark_conf
@@ -114,8 +92,103 @@ class LakeMaintenanceOperator(BaseOperator):
         self.iceberg_runtime_provided = iceberg_runtime_provided
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
-        self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
         self._context: Any = None
+
+    def coerce_rendered_fields(self) -> None:
+        """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
+
+        The one place rendered text is read (:mod:`airflow_lake_provider.core.coercion`): a
+        templated ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
+        """
+        coerce_rendered_fields(self)
+
+    @cached_property
+    def lake_hook(self) -> IcebergLakeHook:
+        return IcebergLakeHook(self.lake_conn_id)
+
+    def pre_execute(self, context: Any) -> None:
+        super().pre_execute(context)
+        self._context = context  # the Spark job's OpenLineage parent is this task's run
+
+    def spark_settings(self) -> dict[str, Any]:
+        """This operator's Spark settings, as keyword arguments of another operator of this provider."""
+        return {name: getattr(self, name) for name in (
+            "lake_conn_id", "spark_conn_id", "spark_conf", "jars", "driver_memory", "executor_memory", "deploy_mode",
+            "result_location", "iceberg_runtime_provided")}
+
+    @contextlib.contextmanager
+    def _while_job_runs(self) -> Iterator[None]:
+        """What else happens while a job runs (the maintenance steps renew their lease)."""
+        yield
+
+    def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
+        """Submit ``job`` and return its result; the task's extra link points at the application."""
+        self._job_hook = LakeSparkJobHook(
+            lake_hook=self.lake_hook,
+            spark_conn_id=self.spark_conn_id,
+            spark_conf={**spark_parent_properties(self._context), **(self.spark_conf or {})},
+            jars=self.jars,
+            driver_memory=self.driver_memory,
+            executor_memory=self.executor_memory,
+            deploy_mode=self.deploy_mode,
+            result_location=self.result_location,
+            iceberg_runtime_provided=self.iceberg_runtime_provided,
+        )
+        with self._while_job_runs():
+            result = self._job_hook.run_job(job, args)
+        self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
+        parent = self._job_hook.lineage_parent
+        if parent:
+            self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
+                          parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
+        self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
+        if self.spark_application_url:
+            self.log.info("Spark history server: %s", self.spark_application_url)
+        return result
+
+    def on_kill(self) -> None:
+        if self._job_hook is not None:
+            self._job_hook.on_kill()
+
+
+class LakeMaintenanceOperator(LakeSparkOperator):
+    """Base of the maintenance operators: one table, its lease, its asset events and lineage.
+
+    :param table: the table, ``namespace.table`` (templated).
+    :param lease: the table's maintenance lease this run holds (the acquire task's result, e.g.
+        ``acquire.output``; templated). Before doing anything the step checks the lease is still
+        this run's and renews it (moving its tags to the current snapshot), and refuses with a
+        sentence when another run holds it; while the step's Spark job runs the lease is renewed
+        every third of its ttl, and the job is killed if the lease was lost. See docs/lease.md.
+    :param require_lease: the step belongs to a leased group: without a lease (its acquire task
+        skipped because another run held the table) it skips itself instead of running unleased.
+
+    The connection and Spark parameters are :class:`LakeSparkOperator`'s.
+    """
+
+    template_fields: Sequence[str] = ("table", *LakeSparkOperator.template_fields, "lease")
+    template_fields_renderers: dict[str, str] = {**LakeSparkOperator.template_fields_renderers, "lease": "json"}
+    #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
+    consumes_plan: bool = False
+    #: Declares the maintenance asset alias and, after a run that changed the table, emits an event
+    #: for the table's Asset (docs/assets.md). Steps that only read (the plan) or restore set False.
+    emits_table_events: bool = True
+
+    def __init__(
+        self,
+        *,
+        table: str,
+        lease: dict[str, Any] | None = None,
+        require_lease: bool = False,
+        **kwargs: Any,
+    ) -> None:
+        super().__init__(**kwargs)
+        self.lease = lease
+        self.require_lease = require_lease
+        self._held_lease: Lease | None = None
+        self._lease_lost: str | None = None
+        self.table = table
+        self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
         self._table_location: str | None = None
         self._result: Any = None
         if self.emits_table_events:
@@ -137,18 +210,6 @@ class LakeMaintenanceOperator(BaseOperator):
         keeping_result._keeps_result = True  # type: ignore[attr-defined]
         cls.execute = keeping_result
 
-    def coerce_rendered_fields(self) -> None:
-        """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
-
-        The one place rendered text is read (:mod:`airflow_lake_provider.core.coercion`): a
-        templated ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
-        """
-        coerce_rendered_fields(self)
-
-    @cached_property
-    def lake_hook(self) -> IcebergLakeHook:
-        return IcebergLakeHook(self.lake_conn_id)
-
     def pre_execute(self, context: Any) -> None:
         """A leased step first makes sure its run still holds the table's lease, and renews it.
 
@@ -157,7 +218,6 @@ class LakeMaintenanceOperator(BaseOperator):
         the tags where they stay until the step ends.
         """
         super().pre_execute(context)
-        self._context = context  # the Spark job's OpenLineage parent is this task's run
         lease = lease_from_xcom(self.lease)
         if lease is None:
             if flag(self.require_lease, "require_lease"):
@@ -178,7 +238,7 @@ class LakeMaintenanceOperator(BaseOperator):
                       lease.table, self._held_lease.expires_at, self._held_lease.snapshot_id)
 
     @contextlib.contextmanager
-    def _lease_heartbeat(self) -> Iterator[None]:
+    def _while_job_runs(self) -> Iterator[None]:
         """Renew the lease every third of its ttl while a job runs; kill the job if the lease was lost.
 
         The renewal keeps the tags where they are (an expiry job refuses when a tag moved after
@@ -242,42 +302,8 @@ class LakeMaintenanceOperator(BaseOperator):
         result = self._result if result is None else result
         if not self.emits_table_events or self._table_states is None:
             return
-        before, after = self._table_states
-        step = self.task_id.rsplit(".", 1)[-1]
-        extra = maintenance_event_extra(step, self.table_identifier.dotted, before, after, result)
-        if extra is None:
-            self.log.info("%s changed nothing: no asset event.", self.table_identifier.dotted)
-            return
-        table = self.load_table()
-        extra["health_score"] = table_health(table, table_name=self.table_identifier.dotted).score
-        asset = emit_table_event(context, self.table_identifier.dotted, table.location(), self.lake_hook.config.name,
-                                 extra)
-        self.log.info("Asset event for %s (%s): %s", asset.name, asset.uri, extra)
-
-    def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Submit ``job`` and return its result; the task's extra link points at the application."""
-        self._job_hook = LakeSparkJobHook(
-            lake_hook=self.lake_hook,
-            spark_conn_id=self.spark_conn_id,
-            spark_conf={**spark_parent_properties(self._context), **(self.spark_conf or {})},
-            jars=self.jars,
-            driver_memory=self.driver_memory,
-            executor_memory=self.executor_memory,
-            deploy_mode=self.deploy_mode,
-            result_location=self.result_location,
-            iceberg_runtime_provided=self.iceberg_runtime_provided,
-        )
-        with self._lease_heartbeat():
-            result = self._job_hook.run_job(job, args)
-        self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
-        parent = self._job_hook.lineage_parent
-        if parent:
-            self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
-                          parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
-        self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
-        if self.spark_application_url:
-            self.log.info("Spark history server: %s", self.spark_application_url)
-        return result
+        announce_table_change(context, self.lake_hook, self.task_id.rsplit(".", 1)[-1], self.table_identifier.dotted,
+                              *self._table_states, result, self.log)
 
     # -- OpenLineage (docs/lineage.md; nothing happens without the provider) -------------------
     def _lineage(self, *, with_figures: bool):
@@ -300,7 +326,3 @@ class LakeMaintenanceOperator(BaseOperator):
 
     def get_openlineage_facets_on_failure(self, task_instance):
         return self._lineage(with_figures=False)
-
-    def on_kill(self) -> None:
-        if self._job_hook is not None:
-            self._job_hook.on_kill()

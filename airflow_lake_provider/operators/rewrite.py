@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Sequence
 from typing import Any
 
@@ -25,7 +26,16 @@ from airflow_lake_provider.core.snapshots import (
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 
-__all__ = ["STRATEGIES", "IcebergRewriteDataFilesOperator"]
+__all__ = ["STRATEGIES", "IcebergRewriteDataFilesOperator", "PreparedRewrite"]
+
+
+@dataclasses.dataclass(frozen=True)
+class PreparedRewrite:
+    """A rewrite ready for Spark: its job arguments, the table before, and ``done`` when no job is needed."""
+
+    args: RewriteJobArgs
+    before: dict[str, Any]
+    done: RewriteResult | None
 
 
 class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
@@ -245,6 +255,16 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     # -- running ------------------------------------------------------------------------------
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
+        prepared = self.prepare(context)
+        if prepared.done is not None:
+            return prepared.done.to_json()
+        result = RewriteResult.from_json(self.run_job("rewrite", prepared.args.to_json()))
+        return self.finish(context, prepared, result).to_json()
+
+    def prepare(self, context: Any) -> PreparedRewrite:
+        """Everything before Spark, without a JVM: the plan checked against the table, the job's
+        arguments, and the result when no job is needed (a dry run, an empty plan, or this task's
+        own commits found from an earlier try)."""
         plan = self.read_plan()
         table = self.load_table()
         name = self.table_identifier.dotted
@@ -257,7 +277,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             self.log_summary(before, "dry run, nothing rewritten" if self.dry_run else "nothing to rewrite",
                              changed=False)
             current = table.current_snapshot()
-            return RewriteResult.nothing_done(args, current.snapshot_id if current else None, dry_run=self.dry_run).to_json()
+            return PreparedRewrite(args, before, RewriteResult.nothing_done(
+                args, current.snapshot_id if current else None, dry_run=self.dry_run))
 
         earlier = commits_tagged(table, args.snapshot_properties, after=args.planned_snapshot_id)
         if earlier:
@@ -266,9 +287,13 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             recovered = self._recovered(table, args, earlier)
             self.log_summary(before, f"an earlier try already committed {list(recovered.committed_snapshot_ids)}",
                              changed=False)
-            return recovered.to_json()
+            return PreparedRewrite(args, before, recovered)
+        return PreparedRewrite(args, before, None)
 
-        result = RewriteResult.from_json(self.run_job("rewrite", args.to_json()))
+    def finish(self, context: Any, prepared: PreparedRewrite, result: RewriteResult) -> RewriteResult:
+        """After the job: say what it did, and fail when file groups were left uncommitted
+        (``fail_on_dropped_groups``, the partial result kept in the XCom key ``partial_result``)."""
+        name = self.table_identifier.dotted
         self.log.info(
             "Rewrote %s data files (%s bytes) into %s; removed %s delete files; commits %s; snapshot %s -> %s.",
             result.rewritten_data_files, result.rewritten_bytes, result.added_data_files, result.removed_delete_files,
@@ -288,11 +313,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
                 context["ti"].xcom_push(key="partial_result", value=result.to_json())
                 raise LakeJobError(message, job="rewrite")
             self.log.warning("%s", message)
-        self.log_summary(before, (
+        self.log_summary(prepared.before, (
             f"rewrote {result.rewritten_data_files:,} data files ({result.rewritten_bytes:,} bytes) into "
             f"{result.added_data_files:,}, removed {result.removed_delete_files:,} delete files, "
             f"{len(result.committed_snapshot_ids)} commits"))
-        return result.to_json()
+        return result
 
     @staticmethod
     def _recovered(table, args: RewriteJobArgs, commits: list[Any]) -> RewriteResult:

@@ -1,0 +1,177 @@
+"""Maintain many tables with one task per step: plan them all in the worker, compact the ones
+that need it in one Spark application.
+
+A fleet of small tables pays per table for what does not depend on the table: an Airflow task
+(a process, its imports, its database rows) and, for the heavy steps, a JVM start (5-7 s on 2
+cores) that can cost more than the compaction itself. These operators keep every table's checks
+exactly as the single-table operators make them (they use those operators, one per table, for
+everything but the submit) and share what is shared: one task, and one ``batch`` application.
+
+A table that fails does not stop the others: each operator finishes the fleet, returns (pushes)
+the results of the tables that succeeded, then fails naming the ones that did not, so the run
+is not green while every other table was still maintained.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Sequence
+from typing import Any
+
+from airflow_lake_provider.core.contracts import BatchJobArgs, BatchJobItem, BatchJobResult, RewriteResult
+from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
+from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
+from airflow_lake_provider.operators.base import LakeSparkOperator
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+#: The XCom key where a fleet step lists the tables it could not maintain, with why.
+FAILURES_XCOM_KEY = "failures"
+
+
+class _FleetStep(LakeSparkOperator):
+    """What both fleet steps share: one single-table operator per table, failures collected."""
+
+    def table_operator(self, cls: type, table: str, settings: dict[str, Any] | None, **fixed: Any):
+        """The single-table operator this step uses for ``table``: same connections and Spark settings."""
+        operator = cls(task_id=self.task_id, table=table, **self.spark_settings(), **(settings or {}), **fixed)
+        operator.coerce_rendered_fields()
+        operator._context = self._context
+        return operator
+
+    def end(self, context: Any, results: list[dict[str, Any]], failures: dict[str, str]) -> list[dict[str, Any]]:
+        """Return the results; with failures, push them (the downstream still gets the rest) and fail."""
+        context["ti"].xcom_push(key=FAILURES_XCOM_KEY, value=failures)
+        if not failures:
+            return results
+        context["ti"].xcom_push(key="return_value", value=results)
+        raise LakeJobError(f"{len(failures)} of {len(failures) + len(results)} tables were not maintained by "
+                           f"{self.task_id}: " + "; ".join(f"{table}: {why}" for table, why in failures.items()))
+
+
+class IcebergFleetPlanOperator(_FleetStep):
+    """Plan the compaction of every table of a fleet in one task, each exactly as
+    :class:`~airflow_lake_provider.operators.plan.IcebergRewritePlanOperator` plans it.
+
+    Returns the list of plans, in the order of ``tables`` (each
+    :class:`~airflow_lake_provider.core.contracts.PlanResult` as JSON). A table that cannot be
+    planned (missing, unreadable, a refused plan) is listed with why in the XCom key
+    ``failures``; the others are planned and returned, then the task fails.
+
+    :param tables: ``namespace.table`` names (templated; an ``XComArg`` of a listing task).
+    :param plan_settings: keyword arguments of ``IcebergRewritePlanOperator`` for every table
+        (``min_input_files``, ``max_files``, ``engine``...; templated).
+    """
+
+    template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "tables", "plan_settings")
+    template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "tables": "json",
+                                 "plan_settings": "json"}
+
+    def __init__(self, *, tables: Sequence[str] | str, plan_settings: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.tables = tables
+        self.plan_settings = plan_settings
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        self.coerce_rendered_fields()
+        plans, failures = [], {}
+        for table in dict.fromkeys(self.tables):
+            try:
+                operator = self.table_operator(IcebergRewritePlanOperator, table, self.plan_settings,
+                                               skip_rewrite_when_empty=False)
+                plans.append(operator.make_plan(context).to_json())
+            except LakePlanRefused as refusal:
+                failures[table] = f"plan refused: {refusal}"
+            except Exception as error:  # noqa: BLE001 - one table's failure is reported, the others planned
+                self.log.exception("Could not plan %s.", table)
+                failures[table] = f"{type(error).__name__}: {error}"
+        work = [plan for plan in plans if plan["groups"]]
+        self.log.info("Planned %d tables: %d with file groups to compact (%s), %d failed.", len(plans), len(work),
+                      ", ".join(plan["table"] for plan in work) or "none", len(failures))
+        return self.end(context, plans, failures)
+
+
+class IcebergFleetRewriteOperator(_FleetStep):
+    """Compact several tables in one Spark application: one JVM start for all of them.
+
+    Each table goes through exactly the checks of
+    :class:`~airflow_lake_provider.operators.rewrite.IcebergRewriteDataFilesOperator` before
+    any JVM starts (the plan against the table's lineage, the job's arguments, this task's own
+    commits from an earlier try, which are returned instead of rewriting again); then one
+    ``batch`` application runs the tables' ``rewrite`` jobs one after another, each with its own
+    commit checks, conflict retries and snapshot properties. What a table's rewrite guarantees
+    alone, it guarantees here.
+
+    Returns one :class:`~airflow_lake_provider.core.contracts.RewriteResult` (JSON) per table
+    that was compacted, in the order of ``work``; failures as in :class:`IcebergFleetPlanOperator`.
+    After a successful run, an asset event for every table it changed (docs/assets.md); a run
+    that fails for some table emits none (Airflow keeps outlet events of successful tasks only).
+
+    :param work: ``[{"table": ..., "plan": ...}]`` or plain plans (the fleet plan's results;
+        templated). Tables whose plan has no file groups are left alone.
+    :param rewrite_settings: keyword arguments of ``IcebergRewriteDataFilesOperator`` for every
+        table (``strategy``, ``target_file_size_bytes``, ``options``...; templated).
+    """
+
+    template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings")
+    template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "work": "json",
+                                 "rewrite_settings": "json"}
+
+    def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
+                 **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.work = work
+        self.rewrite_settings = rewrite_settings
+        self._rewritten: list[tuple[IcebergRewriteDataFilesOperator, dict[str, Any]]] = []
+        self.outlets = [*self.outlets, maintenance_alias()]
+
+    def execute(self, context: Any) -> list[dict[str, Any]]:
+        self.coerce_rendered_fields()
+        results: dict[str, dict[str, Any]] = {}
+        failures: dict[str, str] = {}
+        ready = []
+        work = [(item.get("table") or item.get("plan", item).get("table"), item.get("plan", item)) for item in self.work]
+        for table, plan in work:
+            if not plan.get("groups"):
+                continue
+            try:
+                operator = self.table_operator(IcebergRewriteDataFilesOperator, table, self.rewrite_settings,
+                                               plan=plan, require_plan=True)
+                prepared = operator.prepare(context)
+            except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
+                failures[table] = f"{type(error).__name__}: {error}"
+                continue
+            if prepared.done is not None:
+                results[table] = self._keep(operator, prepared.done)
+            else:
+                ready.append((table, operator, prepared))
+        if ready:
+            batch = BatchJobArgs(jobs=[BatchJobItem(job="rewrite", args=prepared.args.to_json())
+                                       for _, _, prepared in ready]).validate()
+            self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
+                          ", ".join(table for table, _, _ in ready))
+            outcomes = BatchJobResult.from_json(self.run_job("batch", batch.to_json())).outcomes
+            for (table, operator, prepared), outcome in zip(ready, outcomes, strict=True):
+                if outcome.failed:
+                    failures[table] = f"{outcome.error_class}: {outcome.message}"
+                    continue
+                try:
+                    results[table] = self._keep(
+                        operator, operator.finish(context, prepared, RewriteResult.from_json(outcome.result)))
+                except LakeJobError as error:  # file groups left uncommitted
+                    failures[table] = str(error)
+        return self.end(context, [results[table] for table, _ in work if table in results], failures)
+
+    def _keep(self, operator: IcebergRewriteDataFilesOperator, result: RewriteResult) -> dict[str, Any]:
+        data = result.to_json()
+        operator._result = data
+        self._rewritten.append((operator, data))
+        return data
+
+    def post_execute(self, context: Any, result: Any = None) -> None:
+        """An asset event for each table the run changed, as the single-table rewrite emits."""
+        super().post_execute(context, result)
+        for operator, data in self._rewritten:
+            if operator._table_states is not None:
+                announce_table_change(context, self.lake_hook, "rewrite", operator.table_identifier.dotted,
+                                      *operator._table_states, data, self.log)
