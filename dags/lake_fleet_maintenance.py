@@ -9,8 +9,10 @@
 4. ``rewrite`` (mapped over the batches): one Spark application per batch compacts its tables
    one after another (one JVM start per batch, not per table), at most
    ``max_active_tis_per_dag`` at a time, in the ``lake_spark`` pool when it exists
-   (``LAKE_SPARK_POOL``) so all DAGs share one bound on Spark applications.
-5. ``expire`` (mapped over the compacted tables).
+   (``LAKE_SPARK_POOL``) so all DAGs share one bound on Spark applications. Each table's
+   maintenance lease is taken here (a table another run holds is left for the next run).
+5. ``expire`` (mapped over the compacted tables) renews the table's lease; ``release_lease``
+   gives it back whatever became of the expiry (docs/lease.md).
 6. ``any_table_failed``: runs only when some task failed, and fails, so the run is marked
    failed although every other table was maintained.
 
@@ -28,6 +30,7 @@ from airflow.sdk import DAG, Param, Variable, task
 from airflow_lake_provider.dag_factory import OLDER_THAN_FROM_PARAMS, retention_params
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.fleet import IcebergFleetPlanOperator, IcebergFleetRewriteOperator
+from airflow_lake_provider.operators.lease import IcebergReleaseLeaseOperator
 
 SPARK_POOL = os.environ.get("LAKE_SPARK_POOL", "default_pool")
 MAX_CONCURRENT_SPARK_APPS = int(os.environ.get("LAKE_MAX_CONCURRENT_SPARK_APPS", "2"))
@@ -85,18 +88,24 @@ with DAG(
 
     @task
     def compacted(batches: list) -> list[dict]:
-        """The expire step's arguments, one per compacted table (its rewrite's snapshots protected)."""
-        return [{"table": r["table"], "protected_snapshot_ids": r} for batch in batches for r in batch or []]
+        """The expire step's arguments, one per compacted table: its rewrite's snapshots protected,
+        and the table's maintenance lease the rewrite took (the expiry renews it, release gives it back)."""
+        return [{"table": r["table"], "protected_snapshot_ids": r, "lease": r.get("lease")}
+                for batch in batches for r in batch or []]
 
+    compacted_tables = compacted(rewrites.output)
     expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
         override_table_retention="{{ params.override_table_retention }}", older_than=OLDER_THAN_FROM_PARAMS,
         retain_last="{{ params.retain_last }}",
-    ).expand_kwargs(compacted(rewrites.output))
+    ).expand_kwargs(compacted_tables)
+    releases = IcebergReleaseLeaseOperator.partial(task_id="release_lease", trigger_rule="all_done").expand(
+        lease=compacted_tables.map(lambda c: c["lease"]))
+    expires >> releases
 
     @task(trigger_rule="one_failed", retries=0)
     def any_table_failed() -> None:
         """Fail the run when any table's task failed (the others still ran): it must not look green."""
         raise RuntimeError("Maintenance failed for some tables of this run; their failed tasks say why.")
 
-    [plans, rewrites, expires] >> any_table_failed()
+    [plans, rewrites, expires, releases] >> any_table_failed()

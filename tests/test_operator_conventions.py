@@ -16,6 +16,7 @@ from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperato
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.convert_equality_deletes import IcebergConvertEqualityDeletesOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
+from airflow_lake_provider.operators.fleet import IcebergFleetPlanOperator, IcebergFleetRewriteOperator
 from airflow_lake_provider.operators.lease import IcebergAcquireLeaseOperator, IcebergReleaseLeaseOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.restore import IcebergRestoreQuarantineOperator
@@ -26,7 +27,8 @@ from airflow_lake_provider.sensors.snapshot import IcebergSnapshotSensor
 WITH_TABLE = [IcebergRewritePlanOperator, IcebergRewriteDataFilesOperator, IcebergExpireSnapshotsOperator,
               IcebergCleanPolicyOperator, IcebergConvertEqualityDeletesOperator, IcebergRestoreQuarantineOperator,
               IcebergAcquireLeaseOperator, IcebergTableHealthSensor, IcebergSnapshotSensor]
-EVERY = [*WITH_TABLE, IcebergReleaseLeaseOperator, LakeDeletionApprovalOperator]
+EVERY = [*WITH_TABLE, IcebergReleaseLeaseOperator, LakeDeletionApprovalOperator, IcebergFleetPlanOperator,
+         IcebergFleetRewriteOperator]
 
 
 @pytest.mark.parametrize("kind", EVERY, ids=lambda k: k.__name__)

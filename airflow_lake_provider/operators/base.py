@@ -116,10 +116,51 @@ class LakeSparkOperator(BaseOperator):
             "lake_conn_id", "spark_conn_id", "spark_conf", "jars", "driver_memory", "executor_memory", "deploy_mode",
             "result_location", "iceberg_runtime_provided")}
 
+    def held_leases(self) -> list[Lease]:
+        """The maintenance leases this task holds while its job runs (renewed by :meth:`_while_job_runs`)."""
+        return []
+
+    def keep_lease(self, lease: Lease) -> None:
+        """Remember a renewed lease (it replaces the one of the same table)."""
+
     @contextlib.contextmanager
     def _while_job_runs(self) -> Iterator[None]:
-        """What else happens while a job runs (the maintenance steps renew their lease)."""
-        yield
+        """Renew the held leases every third of their ttl while a job runs; kill the job if one was lost.
+
+        The renewal keeps the tags where they are (an expiry job refuses when a tag moved after
+        its snapshots were decided). A lost lease means another run took the table over after this
+        one stopped renewing (a stalled worker): the job is stopped, the step fails.
+        """
+        leases = self.held_leases()
+        if not leases:
+            yield
+            return
+        stop = threading.Event()
+        lost: list[str] = []
+        hook = TableLeaseHook(self.lake_hook)
+
+        def beat() -> None:
+            while not stop.wait(max(min(lease.ttl_seconds for lease in self.held_leases()) / 3, 1.0)):
+                for lease in self.held_leases():
+                    try:
+                        self.keep_lease(hook.renew(lease, move_tags=False))
+                    except LeaseLost as error:
+                        lost.append(str(error))
+                        self.log.error("%s Stopping the Spark job.", error)
+                        self.on_kill()
+                        return
+                    except Exception as error:  # a catalog hiccup: the next beat tries again before expiry
+                        self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
+
+        thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
+        thread.start()
+        try:
+            yield
+        finally:
+            stop.set()
+            thread.join()
+            if lost:  # the job's own error (it was killed) says less than this
+                raise LeaseLost(lost[0])
 
     def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
         """Submit ``job`` and return its result; the task's extra link points at the application."""
@@ -186,7 +227,6 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         self.lease = lease
         self.require_lease = require_lease
         self._held_lease: Lease | None = None
-        self._lease_lost: str | None = None
         self.table = table
         self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
         self._table_location: str | None = None
@@ -237,43 +277,11 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         self.log.info("This run holds the maintenance lease on %s until %s (renewed; its tags on snapshot %s).",
                       lease.table, self._held_lease.expires_at, self._held_lease.snapshot_id)
 
-    @contextlib.contextmanager
-    def _while_job_runs(self) -> Iterator[None]:
-        """Renew the lease every third of its ttl while a job runs; kill the job if the lease was lost.
+    def held_leases(self) -> list[Lease]:
+        return [self._held_lease] if self._held_lease is not None else []
 
-        The renewal keeps the tags where they are (an expiry job refuses when a tag moved after
-        its snapshots were decided). A lost lease means another run took the table over after this
-        one stopped renewing (a stalled worker): the job is stopped, the step fails.
-        """
-        lease = self._held_lease
-        if lease is None:
-            yield
-            return
-        stop = threading.Event()
-        hook = TableLeaseHook(self.lake_hook)
-
-        def beat() -> None:
-            nonlocal lease
-            while not stop.wait(max(lease.ttl_seconds / 3, 1.0)):
-                try:
-                    lease = self._held_lease = hook.renew(lease, move_tags=False)
-                except LeaseLost as lost:
-                    self._lease_lost = str(lost)
-                    self.log.error("%s Stopping the Spark job.", lost)
-                    self.on_kill()
-                    return
-                except Exception as error:  # a catalog hiccup: the next beat tries again before expiry
-                    self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
-
-        thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-            if self._lease_lost:  # the job's own error (it was killed) says less than this
-                raise LeaseLost(self._lease_lost)
+    def keep_lease(self, lease: Lease) -> None:
+        self._held_lease = lease
 
     @property
     def table_identifier(self) -> TableIdentifier:

@@ -14,11 +14,14 @@ is not green while every other table was still maintained.
 
 from __future__ import annotations
 
+import socket
 from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.core.contracts import BatchJobArgs, BatchJobItem, BatchJobResult, RewriteResult
+from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings, holder_name
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
+from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.base import LakeSparkOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
@@ -26,6 +29,8 @@ from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOpera
 
 #: The XCom key where a fleet step lists the tables it could not maintain, with why.
 FAILURES_XCOM_KEY = "failures"
+#: The XCom key where the fleet rewrite lists the tables it left because another run held their lease.
+BUSY_XCOM_KEY = "busy"
 
 
 class _FleetStep(LakeSparkOperator):
@@ -102,8 +107,16 @@ class IcebergFleetRewriteOperator(_FleetStep):
     commit checks, conflict retries and snapshot properties. What a table's rewrite guarantees
     alone, it guarantees here.
 
-    Returns one :class:`~airflow_lake_provider.core.contracts.RewriteResult` (JSON) per table
-    that was compacted, in the order of ``work``; failures as in :class:`IcebergFleetPlanOperator`.
+    **One maintenance run per table** (docs/lease.md): before preparing a table it takes the
+    table's maintenance lease, as the acquire task of a single-table run does. A table another
+    run holds is left for the next run (listed with the holder in the XCom key ``busy``; not a
+    failure). The leases are renewed while the batch runs (a lost one stops it) and handed on in
+    each result's ``lease`` key, for the table's expiry and its release; a table that fails, or
+    every table when the task fails, has its lease given back at once.
+
+    Returns one :class:`~airflow_lake_provider.core.contracts.RewriteResult` (JSON, with the
+    table's ``lease``) per table that was compacted, in the order of ``work``; failures as in
+    :class:`IcebergFleetPlanOperator`.
     After a successful run, an asset event for every table it changed (docs/assets.md); a run
     that fails for some table emits none (Airflow keeps outlet events of successful tasks only).
 
@@ -111,56 +124,103 @@ class IcebergFleetRewriteOperator(_FleetStep):
         templated). Tables whose plan has no file groups are left alone.
     :param rewrite_settings: keyword arguments of ``IcebergRewriteDataFilesOperator`` for every
         table (``strategy``, ``target_file_size_bytes``, ``options``...; templated).
+    :param lease_ttl_seconds: how long each table's lease lives unless renewed (templated).
+    :param lease_holder: who this Airflow deployment is, the first part of the holder's name
+        (templated); default: the worker's host name.
     """
 
-    template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings")
+    template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings",
+                                      "lease_ttl_seconds", "lease_holder")
     template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "work": "json",
                                  "rewrite_settings": "json"}
 
     def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
+                 lease_ttl_seconds: float = DEFAULT_TTL_SECONDS, lease_holder: str | None = None,
                  **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work
         self.rewrite_settings = rewrite_settings
+        self.lease_ttl_seconds = lease_ttl_seconds
+        self.lease_holder = lease_holder
         self._rewritten: list[tuple[IcebergRewriteDataFilesOperator, dict[str, Any]]] = []
+        self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
+
+    def held_leases(self) -> list[Lease]:
+        return [lease for lease in self._leases.values() if lease.needed]
+
+    def keep_lease(self, lease: Lease) -> None:
+        self._leases[lease.table] = lease
+
+    def _release(self, table: str) -> None:
+        lease = self._leases.pop(table, None)
+        if lease is not None and lease.needed:
+            self.log.info("%s", TableLeaseHook(self.lake_hook).release(lease))
 
     def execute(self, context: Any) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
+        settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
+        ti = context["ti"]
+        holder = holder_name(self.lease_holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
+        leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
+        busy: dict[str, str] = {}
         ready = []
         work = [(item.get("table") or item.get("plan", item).get("table"), item.get("plan", item)) for item in self.work]
-        for table, plan in work:
-            if not plan.get("groups"):
-                continue
-            try:
-                operator = self.table_operator(IcebergRewriteDataFilesOperator, table, self.rewrite_settings,
-                                               plan=plan, require_plan=True)
-                prepared = operator.prepare(context)
-            except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
-                failures[table] = f"{type(error).__name__}: {error}"
-                continue
-            if prepared.done is not None:
-                results[table] = self._keep(operator, prepared.done)
-            else:
-                ready.append((table, operator, prepared))
-        if ready:
-            batch = BatchJobArgs(jobs=[BatchJobItem(job="rewrite", args=prepared.args.to_json())
-                                       for _, _, prepared in ready]).validate()
-            self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
-                          ", ".join(table for table, _, _ in ready))
-            outcomes = BatchJobResult.from_json(self.run_job("batch", batch.to_json())).outcomes
-            for (table, operator, prepared), outcome in zip(ready, outcomes, strict=True):
-                if outcome.failed:
-                    failures[table] = f"{outcome.error_class}: {outcome.message}"
+        try:
+            for table, plan in work:
+                if not plan.get("groups"):
                     continue
                 try:
-                    results[table] = self._keep(
-                        operator, operator.finish(context, prepared, RewriteResult.from_json(outcome.result)))
-                except LakeJobError as error:  # file groups left uncommitted
-                    failures[table] = str(error)
-        return self.end(context, [results[table] for table, _ in work if table in results], failures)
+                    lease, decision = leases.try_acquire(table, holder, settings)
+                    if lease is None:
+                        self.log.info("%s Left for the next run.", decision.sentence)
+                        busy[table] = decision.sentence
+                        continue
+                    self._leases[table] = lease
+                    operator = self.table_operator(IcebergRewriteDataFilesOperator, table, self.rewrite_settings,
+                                                   plan=plan, require_plan=True)
+                    prepared = operator.prepare(context)
+                except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
+                    failures[table] = f"{type(error).__name__}: {error}"
+                    self._release(table)
+                    continue
+                if prepared.done is not None:
+                    results[table] = self._keep(operator, prepared.done)
+                else:
+                    ready.append((table, operator, prepared))
+            if ready:
+                self._run_batch(context, ready, results, failures)
+        except BaseException:
+            for table in list(self._leases):  # the run stops here: nothing downstream will release them
+                self._release(table)
+            raise
+        ti.xcom_push(key=BUSY_XCOM_KEY, value=busy)
+        if failures:
+            for table in list(self._leases):
+                self._release(table)
+        compacted = [{**results[table], "lease": self._leases[table].to_json() if table in self._leases else None}
+                     for table, _ in work if table in results]
+        return self.end(context, compacted, failures)
+
+    def _run_batch(self, context: Any, ready: list, results: dict[str, dict[str, Any]],
+                   failures: dict[str, str]) -> None:
+        """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's operator."""
+        batch = BatchJobArgs(jobs=[BatchJobItem(job="rewrite", args=prepared.args.to_json())
+                                   for _, _, prepared in ready]).validate()
+        self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
+                      ", ".join(table for table, _, _ in ready))
+        outcomes = BatchJobResult.from_json(self.run_job("batch", batch.to_json())).outcomes
+        for (table, operator, prepared), outcome in zip(ready, outcomes, strict=True):
+            try:
+                if outcome.failed:
+                    raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
+                results[table] = self._keep(
+                    operator, operator.finish(context, prepared, RewriteResult.from_json(outcome.result)))
+            except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
+                failures[table] = str(error)
+                self._release(table)
 
     def _keep(self, operator: IcebergRewriteDataFilesOperator, result: RewriteResult) -> dict[str, Any]:
         data = result.to_json()
