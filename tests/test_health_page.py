@@ -13,6 +13,7 @@ from airflow_lake_provider.core.health_page import (
     run_rows,
     size_histogram,
     table_report,
+    table_results,
 )
 
 MIB = 1024 * 1024
@@ -40,6 +41,14 @@ def test_runs_are_grouped_newest_first_with_what_each_step_did():
     runs = run_rows(rows)
     assert [r["run_id"] for r in runs] == ["r2", "r1"]
     assert runs[1]["steps"] == ["plan: 1 groups, 6 files to compact", "rewrite: 6 -> 1 data files"]
+
+
+def test_a_fleet_steps_list_counts_for_each_of_its_tables():
+    """A fleet step's XCom lists one result per table; a single-table step's is the result itself."""
+    fleet = [{"table": "db.a", "rewritten_data_files": 6}, {"table": "db.b", "rewritten_data_files": 3}, None]
+    assert [r["table"] for r in table_results(fleet)] == ["db.a", "db.b"]
+    assert table_results({"table": "db.a", "totals": {}}) == [{"table": "db.a", "totals": {}}]
+    assert table_results("not a result") == [] and table_results({"no": "table"}) == []
 
 
 def test_a_maintained_table_shows_sizes_before_and_after_its_last_maintenance(lake_hook, namespace):

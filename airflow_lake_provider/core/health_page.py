@@ -156,6 +156,13 @@ def bar_heights(histogram: Histogram, height: int) -> list[int]:
     return [0 if not c else max(2, round(height * math.sqrt(c) / math.sqrt(top))) for c in histogram.counts]
 
 
+def table_results(value: Any) -> list[dict[str, Any]]:
+    """The per-table results in a step's XCom value: the value itself, or each item of a fleet
+    step's list (one result per table)."""
+    items = value if isinstance(value, list) else [value]
+    return [item for item in items if isinstance(item, dict) and isinstance(item.get("table"), str)]
+
+
 def describe_step(task_id: str, value: dict[str, Any]) -> str:
     """One short phrase for what a step's XCom result says it did."""
     step = task_id.rsplit(".", 1)[-1]

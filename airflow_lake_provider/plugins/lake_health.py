@@ -26,6 +26,7 @@ from airflow_lake_provider.core.health_page import (
     order_reports,
     run_rows,
     table_report,
+    table_results,
 )
 
 URL_PREFIX = "/lake-health"
@@ -88,9 +89,9 @@ def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, A
         if conn is None:
             continue
         value = XComModel.deserialize_value(type("Row", (), {"value": raw})())
-        if isinstance(value, dict) and isinstance(value.get("table"), str):
-            tables.setdefault((value["table"], conn), []).append(
-                {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": when, "value": value})
+        for result in table_results(value):  # a fleet step's value lists one result per table
+            tables.setdefault((result["table"], conn), []).append(
+                {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": when, "value": result})
     return tables, notes
 
 
