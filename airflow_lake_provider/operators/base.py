@@ -138,9 +138,10 @@ class LakeSparkOperator(BaseOperator):
         stop = threading.Event()
         lost: list[str] = []
         hook = TableLeaseHook(self.lake_hook)
+        interval = max(min(lease.ttl_seconds for lease in leases) / 3, 1.0)
 
         def beat() -> None:
-            while not stop.wait(max(min(lease.ttl_seconds for lease in self.held_leases()) / 3, 1.0)):
+            while not stop.wait(interval):
                 for lease in self.held_leases():
                     try:
                         self.keep_lease(hook.renew(lease, move_tags=False))

@@ -157,6 +157,10 @@ class IcebergFleetRewriteOperator(_FleetStep):
         if lease is not None and lease.needed:
             self.log.info("%s", TableLeaseHook(self.lake_hook).release(lease))
 
+    def _release_all(self) -> None:
+        for table in list(self._leases):
+            self._release(table)
+
     def execute(self, context: Any) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
         settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
@@ -167,7 +171,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
         failures: dict[str, str] = {}
         busy: dict[str, str] = {}
         ready = []
-        work = [(item.get("table") or item.get("plan", item).get("table"), item.get("plan", item)) for item in self.work]
+        plans = [item.get("plan", item) for item in self.work]  # {"table", "plan"} items, or plain plans
+        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(self.work, plans)]
         try:
             for table, plan in work:
                 if not plan.get("groups"):
@@ -193,13 +198,11 @@ class IcebergFleetRewriteOperator(_FleetStep):
             if ready:
                 self._run_batch(context, ready, results, failures)
         except BaseException:
-            for table in list(self._leases):  # the run stops here: nothing downstream will release them
-                self._release(table)
+            self._release_all()  # the run stops here: nothing downstream will release them
             raise
         ti.xcom_push(key=BUSY_XCOM_KEY, value=busy)
-        if failures:
-            for table in list(self._leases):
-                self._release(table)
+        if failures:  # the task fails below, so no expiry or release of this run follows
+            self._release_all()
         compacted = [{**results[table], "lease": self._leases[table].to_json() if table in self._leases else None}
                      for table, _ in work if table in results]
         return self.end(context, compacted, failures)
