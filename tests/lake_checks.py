@@ -190,3 +190,22 @@ def _created(process) -> float:
         return process.create_time()
     except psutil.Error:
         return float("inf")
+
+
+def assert_lean_digest_matches(hook, name: str):
+    """The lean metadata reading (what expire and clean decide from) says what PyIceberg's full
+    model says about the table: the same history, refs, retention, figures and location; and it
+    was read directly, not through the full model. Returns the digest."""
+    from airflow_lake_provider.core.identifiers import TableIdentifier
+    from airflow_lake_provider.core.retention import history_from_table
+    from airflow_lake_provider.core.snapshots import table_state
+    from airflow_lake_provider.hooks.lake import _read_digest_directly
+
+    table = hook.load_table(name)
+    assert _read_digest_directly(hook.catalog, hook.config.kind, TableIdentifier.parse(name)) is not None, (
+        f"the {hook.config.kind} catalog's metadata was not read directly")
+    digest = hook.read_table_digest(name)
+    assert digest.history() == history_from_table(table)
+    assert digest.state() == table_state(table)
+    assert (digest.location, digest.metadata_location) == (table.location(), table.metadata_location)
+    return digest

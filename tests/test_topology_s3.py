@@ -26,8 +26,8 @@ import pytest
 
 from demo_data import create_events_table
 from conftest import load_dag
-from lake_checks import (FakeTaskInstance, live_content_files, live_files, plans_by_both_engines, spark_fingerprint,
-                         table_fingerprint)
+from lake_checks import (FakeTaskInstance, assert_lean_digest_matches, live_content_files, live_files,
+                         plans_by_both_engines, spark_fingerprint, table_fingerprint)
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.spark_submit
@@ -113,6 +113,7 @@ def _maintain_and_verify(hook, spark, fs, name: str) -> tuple:
     files_before = live_files(table)
     assert files_before["DATA"] == 12 and files_before["POSITION_DELETES"] > 0
     snapshot_before = table.current_snapshot().snapshot_id
+    assert_lean_digest_matches(hook, name)  # what expire and clean will decide from, read without PyIceberg's model
     # Beside the table: a sibling whose name starts with the table's, and a neighbour in its namespace
     # (in table layout: SeaweedFS's table bucket refuses other keys).
     sentinels = [f"{_key(location)}_backup/data/old.parquet",

@@ -85,7 +85,11 @@ def commits_tagged(table, properties: dict[str, str], *, after: int | None = Non
 
 def summary_int(snapshot, key: str) -> int:
     """A count from a snapshot's summary (``total-data-files``, ``added-data-files``...); 0 when absent."""
-    summary = snapshot.summary if snapshot is not None else None
+    return summary_total(snapshot.summary if snapshot is not None else None, key)
+
+
+def summary_total(summary: Any, key: str) -> int:
+    """A count from a summary (a PyIceberg ``Summary`` or a plain mapping); 0 when absent."""
     return int((summary.get(key) if summary is not None else None) or 0)
 
 
@@ -114,13 +118,20 @@ def has_equality_deletes(table, snapshot=None) -> bool:
 def table_state(table) -> dict[str, Any]:
     """Headline figures of the current snapshot, from its summary totals (no manifest is read)."""
     current = table.current_snapshot()
+    return state_of(current.snapshot_id if current is not None else None,
+                    current.summary if current is not None else None, len(table.snapshots()))
+
+
+def state_of(snapshot_id: int | None, summary: Any, snapshot_count: int) -> dict[str, Any]:
+    """The headline figures from a current snapshot's ID and summary (a PyIceberg ``Summary`` or a
+    plain mapping) and the number of snapshots: one reading for every way a table is loaded."""
     return {
-        "snapshot_id": current.snapshot_id if current is not None else None,
-        "data_files": summary_int(current, "total-data-files"),
-        "delete_files": summary_int(current, "total-delete-files"),
-        "bytes": summary_int(current, "total-files-size"),
-        "records": summary_int(current, "total-records"),
-        "snapshots": len(table.snapshots()),
+        "snapshot_id": snapshot_id,
+        "data_files": summary_total(summary, "total-data-files"),
+        "delete_files": summary_total(summary, "total-delete-files"),
+        "bytes": summary_total(summary, "total-files-size"),
+        "records": summary_total(summary, "total-records"),
+        "snapshots": snapshot_count,
     }
 
 

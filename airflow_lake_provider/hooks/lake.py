@@ -28,6 +28,7 @@ from airflow_lake_provider.catalog_config import (
 )
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.jars import resolve_jars
 from airflow_lake_provider.lake import embedded_catalog_config
@@ -200,6 +201,31 @@ class IcebergLakeHook(BaseHook):
             check_readable(loaded.io, loaded.metadata_location)
         return loaded
 
+    def read_table_digest(self, table: str | TableIdentifier) -> TableDigest:
+        """The table's metadata read lean (:mod:`~airflow_lake_provider.core.table_digest`): what the
+        expire and clean decisions need, without PyIceberg's model of every snapshot, so the worker's
+        memory does not grow with the history. SQL and REST catalogs are read directly (the metadata
+        file the catalog names; the REST ``loadTable`` response); other catalogs, or a table that is
+        not found (for its error), go through :meth:`load_table`. Errors are :meth:`load_table`'s."""
+        ident = table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table)
+        catalog = self.catalog
+        try:
+            digest = _read_digest_directly(catalog, self.config.kind, ident)
+        except OSError as error:
+            location = str(getattr(error, "filename", "") or self.config.warehouse or "")
+            sentence = describe_storage_error(location, error)
+            if sentence:
+                raise LakeConfigError(sentence) from None
+            raise
+        if digest is None:
+            loaded = self.load_table(ident)
+            return read_table_digest(loaded.metadata.model_dump_json(), metadata_location=loaded.metadata_location)
+        if self.config.kind == "rest" and is_s3_location(digest.metadata_location):
+            # As load_table: a key the store refuses fails here, before any JVM (with the table's own storage config).
+            check_readable(_file_io({**catalog.properties, **digest.properties, **digest.storage_config},
+                                    digest.metadata_location), digest.metadata_location)
+        return digest
+
     # -- the Spark face ---------------------------------------------------------------------
     def spark_catalog_conf(self) -> dict[str, str]:
         """Spark configuration registering this catalog; contains secrets, keep it off argv."""
@@ -255,3 +281,47 @@ class IcebergLakeHook(BaseHook):
         from airflow_lake_provider.get_provider_info import CONNECTION_UI_FIELD_BEHAVIOUR
 
         return {key.replace("-", "_"): value for key, value in CONNECTION_UI_FIELD_BEHAVIOUR.items()}
+
+
+def _file_io(properties: dict[str, str], location: str):
+    from pyiceberg.io import load_file_io
+
+    return load_file_io(properties, location)
+
+
+def _read_digest_directly(catalog, kind: str, ident: TableIdentifier) -> TableDigest | None:
+    """The digest read without PyIceberg's table model, or ``None`` where that is not possible
+    (another catalog kind, the table not found, an answer other than 200: load_table says why).
+
+    Uses PyIceberg's SQL schema and its REST client's session and URL helpers (pinned to 0.12 in
+    pyproject, and covered by tests on both catalogs); a PyIceberg without them falls back too.
+    """
+    try:
+        if kind == "sql":
+            from pyiceberg.catalog.sql import IcebergTables
+            from sqlalchemy import select
+            from sqlalchemy.orm import Session
+
+            query = select(IcebergTables.metadata_location).where(
+                IcebergTables.catalog_name == catalog.name,
+                IcebergTables.table_namespace == ".".join(ident.namespace),
+                IcebergTables.table_name == ident.name,
+            )
+            type_filter = catalog._iceberg_type_filter()  # a view of the same name is not the table
+            if type_filter is not None:
+                query = query.where(type_filter)
+            with Session(catalog.engine) as session:
+                location = session.scalar(query)
+            if not location:
+                return None
+            with _file_io(dict(catalog.properties), location).new_input(location).open() as stream:
+                return read_table_digest(stream.read(), metadata_location=location)
+        if kind == "rest":
+            from pyiceberg.catalog.rest import Endpoints
+
+            url = catalog.url(Endpoints.load_table, prefixed=True, **catalog._split_identifier_for_path(ident.dotted))
+            response = catalog._session.get(url)
+            return read_table_digest(response.content) if response.status_code == 200 else None
+    except (AttributeError, ImportError, TypeError):  # a PyIceberg whose internals moved: the full load still works
+        return None
+    return None

@@ -16,7 +16,7 @@ from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, sn
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX
-from airflow_lake_provider.core.snapshots import describe_change, table_state
+from airflow_lake_provider.core.snapshots import describe_change
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
@@ -292,6 +292,13 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         """The PyIceberg table (validates the name first; no JVM)."""
         return self.lake_hook.load_table(self.table_identifier)
 
+    def read_digest(self):
+        """The table's metadata read lean (:meth:`IcebergLakeHook.read_table_digest`): for steps that
+        decide from the history alone, so the worker's memory does not grow with it (no JVM)."""
+        digest = self.lake_hook.read_table_digest(self.table_identifier)
+        self._table_location = digest.location
+        return digest
+
     def log_summary(self, before: dict[str, Any], done: str, *, changed: bool = True) -> None:
         """End the task's log with one human line: what was done, and the table before -> after.
 
@@ -300,8 +307,7 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         """
         after = before
         if changed:
-            table = self.load_table()
-            after, self._table_location = table_state(table), table.location()
+            after = self.read_digest().state()
         self._table_states = (before, after)
         self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
 
@@ -319,7 +325,7 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         # OpenLineage emits from a forked process with a timeout (10 s by default): reuse the
         # location the step already read rather than asking the catalog again.
         if self._table_location is None:
-            self._table_location = self.load_table().location()
+            self._table_location = self.read_digest().location
         name = self.table_identifier.dotted
         before, after = self._table_states or (None, None)
         figures = maintenance_figures(self.task_id.rsplit(".", 1)[-1], name, self._result if with_figures else None,

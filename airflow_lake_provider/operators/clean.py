@@ -130,6 +130,16 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.approved = approved
         self.require_approval = require_approval
 
+    def _read_history(self, policy: CleanPolicy) -> tuple[str, Any, dict[str, Any]]:
+        """The table's location, history and headline figures. Only KEEP_LATEST_FILE_VERSIONS needs
+        PyIceberg's table (it reads each snapshot's manifests); the others read the metadata lean,
+        so the worker's memory does not grow with the history."""
+        if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
+            table = self.load_table()
+            return table.location(), history_from_table(table, with_changed_partitions=True), table_state(table)
+        digest = self.read_digest()
+        return digest.location, digest.history(), digest.state()
+
     def execute(self, context: Any) -> dict[str, Any]:
         self.coerce_rendered_fields()
         gated = passed_gate(self, "clean")
@@ -142,11 +152,9 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         quarantine_days = checked_quarantine_days(self.quarantine_days)
         protected = list(self.protected_snapshot_ids or ())
         override = settings.override_table_retention
-        table = self.load_table()
         name = self.table_identifier.dotted
-        quarantine = quarantine_root(table.location(), name, self.quarantine_location)
-        history = history_from_table(
-            table, with_changed_partitions=settings.policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS)
+        location, history, before = self._read_history(settings.policy)
+        quarantine = quarantine_root(location, name, self.quarantine_location)
         decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
                                         protected_ids=protected, override_table_retention=override)
         self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
@@ -159,7 +167,6 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.log.info("%s", together)
         if gated:
             decision = keep_to_approval(self, decision, name, "clean")
-        before = table_state(table)
         removed_refs = sorted(decision.removed_refs)
         if not decision.expire_ids and not removed_refs and cutoff is None:
             self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)

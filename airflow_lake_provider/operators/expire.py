@@ -15,11 +15,9 @@ from airflow_lake_provider.core.contracts import (
 )
 from airflow_lake_provider.core.retention import (
     ExpirySettings,
-    history_from_table,
     parse_older_than,
     resolve_expiry,
 )
-from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
@@ -95,9 +93,9 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         cutoff = parse_older_than(self.older_than, now_ms=now_ms)
         settings = ExpirySettings.requested(self.override_table_retention, older_than_ms=cutoff,
                                             retain_last=self.retain_last, now_ms=now_ms)
-        table = self.load_table()
+        digest = self.read_digest()
         name = self.table_identifier.dotted
-        history = history_from_table(table)
+        history = digest.history()
         decision = resolve_expiry(
             history, now_ms=now_ms, override_table_retention=settings.override_table_retention,
             older_than_ms=cutoff, retain_last=settings.retain_last,
@@ -109,7 +107,8 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
                       else "the table's own settings", decision.explain())
         if gated:
             decision = keep_to_approval(self, decision, name, "expire")
-        before = table_state(table)
+        before = digest.state()
+        del digest  # only the decision is needed from here: the worker's memory stays flat while Spark runs
         current_id = history.current_snapshot_id
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
