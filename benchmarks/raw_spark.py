@@ -7,6 +7,8 @@
 files with CODEC, REPEAT times (seconds per run: the later ones warm).
 ``raw_spark.py sql STATEMENT...``: each statement (a ``CALL``), its first row and its row count.
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
+``raw_spark.py profile OUT_JFR OPTIONS_JSON WARMUP UNPROFILED TABLE``: the procedure on WARMUP, on
+UNPROFILED (timed, warm), then on TABLE under Java Flight Recorder (the driver JVM, which runs every task in local mode), dumped to OUT_JFR.
 Each prints one JSON line with the seconds spent inside the application (after session start).
 """
 
@@ -37,6 +39,24 @@ def main(argv):
             per_table.append(time.perf_counter() - t0)
             rows.append(row.asDict())
         out["results"], out["per_table"] = rows, per_table
+    elif mode == "profile":
+        import subprocess
+
+        target, options, warmup, unprofiled, table = argv[2], json.loads(argv[3]), argv[4], argv[5], argv[6]
+        for key in [k for k in options if k.startswith("spark.")]:
+            spark.conf.set(key, options.pop(key))
+        pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+        call = f"CALL {catalog}.system.rewrite_data_files(table => '{{}}', options => map({pairs}))"
+        spark.sql(call.format(warmup)).collect()
+        t0 = time.perf_counter()
+        spark.sql(call.format(unprofiled)).collect()
+        out["unprofiled_s"] = time.perf_counter() - t0
+        pid = str(spark._jvm.java.lang.ProcessHandle.current().pid())
+        subprocess.run(["jcmd", pid, "JFR.start", "name=rewrite", "settings=profile"], check=True, capture_output=True)
+        t0 = time.perf_counter()
+        out["result"] = spark.sql(call.format(table)).first().asDict()
+        out["profiled_s"] = time.perf_counter() - t0
+        subprocess.run(["jcmd", pid, "JFR.stop", "name=rewrite", f"filename={target}"], check=True, capture_output=True)
     elif mode == "copy":
         # copy OUT_DIR N CODEC REPEAT PATH...: the copy REPEAT times in one JVM (the last runs warm).
         target, files, codec, repeat, paths = argv[2], int(argv[3]), argv[4], int(argv[5]), argv[6:]
