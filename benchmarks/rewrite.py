@@ -208,8 +208,9 @@ adds the JVM start, which on these 2 cores is several times the rewrite itself. 
 JVM without effect on this table: Iceberg's row reader instead of the vectorised one
 (`spark.sql.iceberg.vectorization.enabled=false`: 4.73 s against 4.69 s) and more concurrent file
 groups (four groups already keep both cores busy); Hadoop's raw local file system (no `.crc`
-side files) made the catalog's commit fail. Not profiled yet: how the warm rewrite's time splits
-between per-file reader set-up, decoding, encoding and the commit.
+side files) made the catalog's commit fail. How the warm rewrite's time splits (Parquet work, a
+Hadoop configuration copied per file opened, Spark's row path): the profile section below,
+`benchmarks/profile_rewrite.py`.
 """, target={"goal": "rewrite in a warm JVM <= 1.5 x the fastest plain copy", "measured":
              f"{warm_s / limit_s:.2f} x (end to end {raw_wall / limit_s:.1f} x)", "met": warm_s / limit_s <= 1.5})
     t = scans["timings"]
