@@ -20,6 +20,15 @@ import time
 from pyspark.sql import SparkSession
 
 
+def rewrite_call(spark, catalog: str, options: dict) -> str:
+    """``CALL rewrite_data_files`` with the plan's options (a ``{}`` for the table); the ``spark.*``
+    keys among them are session settings, set here, not procedure options."""
+    for key in [k for k in options if k.startswith("spark.")]:
+        spark.conf.set(key, options.pop(key))
+    pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+    return f"CALL {catalog}.system.rewrite_data_files(table => '{{}}', options => map({pairs}))"
+
+
 def main(argv):
     mode = argv[1]
     spark = SparkSession.builder.appName(f"raw-{mode}").getOrCreate()
@@ -28,25 +37,19 @@ def main(argv):
     out = {"mode": mode}
     started = time.perf_counter()
     if mode == "procedure":
-        options = json.loads(argv[2])
-        for key in [k for k in options if k.startswith("spark.")]:  # session settings, not procedure options
-            spark.conf.set(key, options.pop(key))
-        pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
+        call = rewrite_call(spark, catalog, json.loads(argv[2]))
         rows, per_table = [], []
         for table in argv[3:]:
             t0 = time.perf_counter()
-            row = spark.sql(f"CALL {catalog}.system.rewrite_data_files(table => '{table}', options => map({pairs}))").first()
+            row = spark.sql(call.format(table)).first()
             per_table.append(time.perf_counter() - t0)
             rows.append(row.asDict())
         out["results"], out["per_table"] = rows, per_table
     elif mode == "profile":
         import subprocess
 
-        target, options, warmup, unprofiled, table = argv[2], json.loads(argv[3]), argv[4], argv[5], argv[6]
-        for key in [k for k in options if k.startswith("spark.")]:
-            spark.conf.set(key, options.pop(key))
-        pairs = ", ".join(f"'{k}', '{v}'" for k, v in options.items())
-        call = f"CALL {catalog}.system.rewrite_data_files(table => '{{}}', options => map({pairs}))"
+        target, warmup, unprofiled, table = argv[2], argv[4], argv[5], argv[6]
+        call = rewrite_call(spark, catalog, json.loads(argv[3]))
         spark.sql(call.format(warmup)).collect()
         t0 = time.perf_counter()
         spark.sql(call.format(unprofiled)).collect()

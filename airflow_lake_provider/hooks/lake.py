@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import Any
+from typing import Any, NoReturn
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -193,13 +193,18 @@ class IcebergLakeHook(BaseHook):
                 f" ({self.config.uri})."
             ) from None
         except OSError as error:  # a SQL or Hive catalog reads the metadata file from storage
-            sentence = describe_storage_error(str(getattr(error, "filename", "") or self.config.warehouse or ""), error)
-            if sentence:
-                raise LakeConfigError(sentence) from None
-            raise
+            self._raise_storage_error(error)
         if is_s3_location(loaded.metadata_location):
             check_readable(loaded.io, loaded.metadata_location)
         return loaded
+
+    def _raise_storage_error(self, error: OSError) -> NoReturn:
+        """Re-raise a failed read of a table's metadata file: as one sentence (:class:`LakeConfigError`)
+        when the storage refused or could not be reached, else as it is."""
+        sentence = describe_storage_error(str(getattr(error, "filename", "") or self.config.warehouse or ""), error)
+        if sentence:
+            raise LakeConfigError(sentence) from None
+        raise error
 
     def read_table_digest(self, table: str | TableIdentifier) -> TableDigest:
         """The table's metadata read lean (:mod:`~airflow_lake_provider.core.table_digest`): what the
@@ -212,11 +217,7 @@ class IcebergLakeHook(BaseHook):
         try:
             digest = _read_digest_directly(catalog, self.config.kind, ident)
         except OSError as error:
-            location = str(getattr(error, "filename", "") or self.config.warehouse or "")
-            sentence = describe_storage_error(location, error)
-            if sentence:
-                raise LakeConfigError(sentence) from None
-            raise
+            self._raise_storage_error(error)
         if digest is None:
             loaded = self.load_table(ident)
             return read_table_digest(loaded.metadata.model_dump_json(), metadata_location=loaded.metadata_location)

@@ -108,7 +108,6 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         if gated:
             decision = keep_to_approval(self, decision, name, "expire")
         before = digest.state()
-        del digest  # only the decision is needed from here: the worker's memory stays flat while Spark runs
         current_id = history.current_snapshot_id
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
