@@ -3,20 +3,23 @@
 Two parts, each side by side in one run, each task in a fresh process (its peak RSS is the
 Airflow worker's) against a plain spark-submit of the procedure:
 
-1. **Expire 10,000 snapshots** (``--quick``: 1,000). Two identical tables get the same history
-   of one-file appends (a streaming writer's commits, manifests merged as Iceberg's default
-   append does), built through Iceberg's Java API. Then
-   ``CALL expire_snapshots(older_than => now, retain_last => 1)`` on one and the expire operator
-   (``override_table_retention``, ``older_than="0m"``, ``retain_last=1``) on the other: both
-   remove every snapshot but the current one, with the same files deleted.
+1. **Expire 10,000 snapshots** (``--quick``: 1,000). A table gets a history of one-file appends
+   (a streaming writer's commits, manifests merged as Iceberg's default append does), built
+   through Iceberg's Java API; the lake is saved and put back before each run. Then
+   ``CALL expire_snapshots(older_than => now, retain_last => 1)`` and the expire operator
+   (``override_table_retention``, ``older_than="0m"``, ``retain_last=1``) alternate on it: raw,
+   task, task, raw; both remove every snapshot but the current one, with the same files
+   deleted; the faster of each side counts.
 2. **Orphan removal over 1,000,000 files** (``--quick``: 100,000). One table whose manifests
    name 1M files, each present on disk (empty: only the listing and the metadata matter), plus
    1,000 orphans, all dated three days back. ``CALL remove_orphan_files(older_than => 2 days
    ago)`` and the clean operator (a policy keeping every snapshot, ``orphan_older_than_hours=48``,
    the default quarantine) alternate on it, the orphans written again before each run: raw,
    task, task, raw; the faster of each side counts.
+3. **Orphan removal on S3** (``--s3``): part 2 on a SeaweedFS started on 127.0.0.1, the files
+   as empty objects (``--s3-files N`` for another size).
 
-Run: ``python benchmarks/expire_clean.py [--quick] [--skip-expire | --skip-orphans]``.
+Run: ``python benchmarks/expire_clean.py [--quick] [--skip-expire] [--skip-orphans] [--s3]``.
 """
 
 from __future__ import annotations
@@ -24,13 +27,14 @@ from __future__ import annotations
 import argparse
 import datetime as dt
 import os
+import shutil
 import sys
 import time
 from pathlib import Path
 
 from common import lake_hook, markdown_table, private_lake, raw_spark_submit, run_child, write_section
 
-HISTORY_TABLES = ("bench.history_raw", "bench.history_task")
+HISTORY_TABLE = "bench.history"
 FILES_TABLE = "bench.planning"  # built by planning.py's builder
 ORPHANS = 1_000
 AGE_S = 3 * 86_400  # every data file and orphan is this old; the floor on both sides is 2 days
@@ -48,12 +52,16 @@ print(json.dumps({{"seconds": time.perf_counter() - started, **_peaks(),
                   "xcom_kb": len(json.dumps(result)) // 1024}}))
 """
 
+LOCAL_FLOOR = "orphan_older_than_hours=48"
+# An S3 object's age is its upload time, which a benchmark cannot set back: a floor of 0 hours
+# (allowed with force_orphan_floor) on both sides, the orphans uploaded just before each run.
+S3_FLOOR = "orphan_older_than_hours=0, force_orphan_floor=True"
 CLEAN_TASK = """
 import time
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from common import context
 op = IcebergCleanPolicyOperator(task_id="clean", table="{table}", policy="KEEP_LATEST_COMMITS", retained=10_000,
-                          orphan_older_than_hours=48)
+                                {orphan_floor})
 started = time.perf_counter()
 result = op.execute(context("clean"))
 print(json.dumps({{"seconds": time.perf_counter() - started, **_peaks(), "orphans": result["orphan_file_count"],
@@ -72,20 +80,12 @@ print(json.dumps({"seconds": time.perf_counter() - started, **_peaks()}))
 
 
 def build_history(snapshots: int) -> float:
-    """Both history tables, ``snapshots`` commits each: one spark-submit of this file (``history``
-    mode) per table, side by side (one core each; the SQL catalog serialises their commits)."""
-    from concurrent.futures import ThreadPoolExecutor
-
+    """The history table, ``snapshots`` commits: one spark-submit of this file (``history`` mode)."""
     lake_hook().catalog.create_namespace_if_not_exists("bench")
     started = time.perf_counter()
-    def build(index: int) -> None:
-        time.sleep(30 * index)  # SQLite takes one writer: the creates and final commits must not collide
-        raw_spark_submit("history", str(snapshots), HISTORY_TABLES[index], app=Path(__file__))
-
-    os.environ["SPARK_DRIVER_MEMORY"] = "3g"  # the builders only: a history of 10,000 snapshots in one JVM
+    os.environ["SPARK_DRIVER_MEMORY"] = "3g"  # the builder only: a history of 10,000 snapshots in one JVM
     try:
-        with ThreadPoolExecutor(len(HISTORY_TABLES)) as pool:
-            list(pool.map(build, range(len(HISTORY_TABLES))))
+        raw_spark_submit("history", str(snapshots), HISTORY_TABLE, app=Path(__file__))
     finally:
         del os.environ["SPARK_DRIVER_MEMORY"]
     return time.perf_counter() - started
@@ -133,19 +133,35 @@ def small_history(name: str = "bench.history_small") -> str:
     return name
 
 
-def expire_part(snapshots: int) -> dict:
+def expire_part(snapshots: int, lake: Path) -> dict:
+    """Raw, task, task, raw on the same table: the lake (catalog and files) is saved once built and
+    put back before each run, so every run expires the same history; the faster of each side counts."""
     build_s = build_history(snapshots)
-    print(f"built 2 tables of {snapshots:,} snapshots in {build_s:.0f} s", flush=True)
+    print(f"built a table of {snapshots:,} snapshots in {build_s:.0f} s", flush=True)
+    small = small_history()
+    saved = lake.with_name("lake-saved")
+    shutil.copytree(lake, saved)
     bare = run_child(BARE_SUBMIT)
-    small_task = run_child(EXPIRE_TASK.format(table=small_history()))
-    # The raw procedure removes what older_than and retain_last leave, as the task is asked to.
-    cutoff = (dt.datetime.now() + dt.timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
-    raw_wall, raw = raw_spark_submit("sql", f"CALL lake.system.expire_snapshots(table => '{HISTORY_TABLES[0]}', "
-                                     f"older_than => TIMESTAMP '{cutoff}', retain_last => 1)")
-    task = run_child(EXPIRE_TASK.format(table=HISTORY_TABLES[1]))
-    left = [len(lake_hook().load_table(name).snapshots()) for name in HISTORY_TABLES]
-    return {"snapshots": snapshots, "build_s": build_s, "bare": bare, "small_task": small_task, "raw_s": raw_wall,
-            "raw": raw["rows"][0], "task": task, "left": left}
+    small_task = run_child(EXPIRE_TASK.format(table=small))
+    raws, tasks, left = [], [], []
+    for side in ("raw", "task", "task", "raw"):
+        shutil.rmtree(lake)
+        shutil.copytree(saved, lake)
+        if side == "raw":
+            # The raw procedure removes what older_than and retain_last leave, as the task is asked to.
+            cutoff = (dt.datetime.now() + dt.timedelta(minutes=1)).strftime("%Y-%m-%d %H:%M:%S")
+            wall, raw = raw_spark_submit("sql", f"CALL lake.system.expire_snapshots(table => '{HISTORY_TABLE}', "
+                                         f"older_than => TIMESTAMP '{cutoff}', retain_last => 1)")
+            raws.append({"seconds": wall, **raw["rows"][0]})
+        else:
+            tasks.append(run_child(EXPIRE_TASK.format(table=HISTORY_TABLE)))
+        left.append(len(lake_hook().load_table(HISTORY_TABLE).snapshots()))
+        print(f"{side}: {(raws if side == 'raw' else tasks)[-1]}, {left[-1]} snapshots left", flush=True)
+    shutil.rmtree(saved)
+    raw = min(raws, key=lambda r: r["seconds"])
+    return {"snapshots": snapshots, "build_s": build_s, "bare": bare, "small_task": small_task,
+            "raw_s": raw["seconds"], "raw": raw, "task": min(tasks, key=lambda r: r["seconds"]),
+            "raw_runs_s": [r["seconds"] for r in raws], "task_runs_s": [r["seconds"] for r in tasks], "left": left}
 
 
 def build_files(files: int, *, while_small=None) -> Path:
@@ -184,7 +200,7 @@ def write_orphans(location: Path) -> None:
 def orphans_part(files: int) -> dict:
     started = time.perf_counter()
     small = []  # the same task on the table while it holds one file: the worker's baseline for this step
-    location = build_files(files, while_small=lambda: small.append(run_child(CLEAN_TASK.format(table=FILES_TABLE))))
+    location = build_files(files, while_small=lambda: small.append(run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=LOCAL_FLOOR))))
     build_s = time.perf_counter() - started
     bare = run_child(BARE_SUBMIT)
     raws, tasks = [], []
@@ -196,7 +212,7 @@ def orphans_part(files: int) -> dict:
                                          f"older_than => TIMESTAMP '{cutoff}')")
             raws.append({"seconds": wall, "orphans": raw["counts"][0]})
         else:
-            tasks.append(run_child(CLEAN_TASK.format(table=FILES_TABLE)))
+            tasks.append(run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=LOCAL_FLOOR)))
         print(f"{side}: {(raws if side == 'raw' else tasks)[-1]}", flush=True)
     left = sum(1 for path in (location / "data").rglob("orphan-*"))
     return {"files": files, "build_s": build_s, "bare": bare, "small_task": small[0], "raw": min(raws, key=lambda r: r["seconds"]),
@@ -204,18 +220,72 @@ def orphans_part(files: int) -> dict:
             "all_found": all(r["orphans"] == ORPHANS for r in raws + tasks)}
 
 
+def orphans_s3_part(files: int, root: Path) -> dict:
+    """The orphan part on S3: a SeaweedFS on 127.0.0.1 (the tests' server), a SQL catalog, the same
+    table (entries named the way planning.py's builder names them, each uploaded as an empty
+    object) and the same orphans, uploaded before each run. Both sides take every unreferenced
+    object older than the moment the run starts."""
+    from concurrent.futures import ThreadPoolExecutor
+
+    from pyarrow import fs
+    from planning import PARTITIONS, add_files, build_table
+    from topology import SeaweedFS, use_connection
+
+    server = SeaweedFS.launch(root / "weed")
+    try:
+        use_connection(server.sql_connection(f"sqlite:///{root}/catalog-s3.db", "bench"))
+        started = time.perf_counter()
+        catalog = lake_hook().catalog
+        table = build_table(catalog)
+        small = run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=S3_FLOOR))
+        add_files(table, 1, files - 1)
+        prefix = catalog.load_table(FILES_TABLE).location().removeprefix("s3://") + "/data"
+        s3 = server.filesystem()
+
+        def upload(name: str) -> None:
+            s3.open_output_stream(f"{prefix}/{name}").close()
+
+        with ThreadPoolExecutor(32) as pool:
+            list(pool.map(upload, (f"part={i % PARTITIONS}/synthetic-{i:08d}.parquet" for i in range(1, files)),
+                          chunksize=500))
+        build_s = time.perf_counter() - started
+        print(f"S3: {files:,} entries and objects in {build_s:.0f} s", flush=True)
+        bare = run_child(BARE_SUBMIT)
+        raws, tasks = [], []
+        for side in ("raw", "task", "task", "raw"):
+            with ThreadPoolExecutor(32) as pool:
+                list(pool.map(upload, (f"part={i % 100}/orphan-{i:05d}.parquet" for i in range(ORPHANS))))
+            time.sleep(2)  # S3 times have one-second resolution: the orphans are strictly older than the start
+            if side == "raw":  # the procedure's action: the procedure itself refuses a floor under 24 hours
+                wall, raw = raw_spark_submit("orphans", str(int(time.time() * 1000)), FILES_TABLE)
+                raws.append({"seconds": wall, "orphans": raw["orphans"]})
+            else:
+                tasks.append(run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=S3_FLOOR)))
+            print(f"S3 {side}: {(raws if side == 'raw' else tasks)[-1]}", flush=True)
+        orphan_paths = [f"{prefix}/part={i % 100}/orphan-{i:05d}.parquet" for i in range(ORPHANS)]
+        left = sum(info.type != fs.FileType.NotFound for info in s3.get_file_info(orphan_paths))
+    finally:
+        server.stop()
+        os.environ.pop("AIRFLOW_CONN_LAKE_DEFAULT", None)
+    return {"files": files, "build_s": build_s, "bare": bare, "small_task": small,
+            "raw": min(raws, key=lambda r: r["seconds"]), "task": min(tasks, key=lambda r: r["seconds"]),
+            "orphans_left": left, "all_found": all(r["orphans"] == ORPHANS for r in raws + tasks)}
+
+
 PARTS = Path(__file__).resolve().parent / "results" / "figures" / "expire_clean.json"  # both parts, for a partial rerun
 
 
-def report(expire: dict | None, orphans: dict | None, command: str) -> None:
-    """The section, from both parts' figures (a part skipped this run: its last saved figures)."""
+def report(measured: dict[str, dict | None], command: str) -> None:
+    """The section, from every part's figures (a part skipped this run: its last saved figures)."""
     import json
 
     saved = json.loads(PARTS.read_text()) if PARTS.exists() else {}
-    expire, orphans = expire or saved.get("expire"), orphans or saved.get("orphans")
-    PARTS.write_text(json.dumps({"expire": expire, "orphans": orphans}, indent=1, default=str) + "\n")
+    parts = {name: measured.get(name) or saved.get(name) for name in ("expire", "orphans", "orphans_s3")}
+    PARTS.write_text(json.dumps(parts, indent=1, default=str) + "\n")
+    expire, orphans, orphans_s3 = parts["expire"], parts["orphans"], parts["orphans_s3"]
     rows, targets, notes = [], [], []
-    for label, part, count in (("expire", expire, "expired"), ("orphans", orphans, "orphans")):
+    for label, part, count in (("expire", expire, "expired"), ("orphans", orphans, "orphans"),
+                               ("orphans on S3", orphans_s3, "orphans")):
         if part is None:
             continue
         task = part["task"]
@@ -228,12 +298,20 @@ def report(expire: dict | None, orphans: dict | None, command: str) -> None:
         rows.append([label, size, f"{raw_s:.1f}", f"{task['seconds']:.1f}", f"{ratio:.2f}", f"{task[count]:,}",
                      f"{part['bare']['peak_mb']}", f"{part['small_task']['peak_mb']}" if "small_task" in part else "-",
                      f"{task['peak_mb']} ({over:+d})", f"{part['build_s']:.0f}"])
-        what = ("expire of 10k snapshots" if label == "expire" else "orphan removal over 1M files")
+        what = {"expire": "expire of 10k snapshots", "orphans": "orphan removal over 1M files (local)",
+                "orphans on S3": "orphan removal over 1M files on S3"}[label]
         targets.append({"goal": f"{what} <= 1.1x the raw procedure, worker memory flat (<= 50 MB over its baseline)",
                         "measured": f"{size}: {ratio:.2f}x, worker {over:+d} MB",
                         "met": ratio <= 1.1 and over <= 50 and (part.get("snapshots", 0) >= 10_000
                                                                or part.get("files", 0) >= 1_000_000)})
-    if expire:
+    if expire and "raw_runs_s" in expire:
+        notes.append(f"Expiry: one table, restored before each run, raw and task alternating: raw "
+                     f"{', '.join(f'{t:.1f}' for t in expire['raw_runs_s'])} s, task "
+                     f"{', '.join(f'{t:.1f}' for t in expire['task_runs_s'])} s (the faster of each counts); snapshots "
+                     f"left after each run: {expire['left']}; the task deleted "
+                     f"{expire['task']['deleted']}; its XCom result (every snapshot with the rule that removed it) "
+                     f"was {expire['task'].get('xcom_kb', '?')} KB of JSON.")
+    elif expire:
         notes.append(f"Expiry: after the runs the tables hold {expire['left'][0]} and {expire['left'][1]} snapshots "
                      f"(raw, task); the raw procedure reported {expire['raw']}; the task deleted "
                      f"{expire['task']['deleted']}; its XCom result (every snapshot with the rule that removed it) "
@@ -242,6 +320,12 @@ def report(expire: dict | None, orphans: dict | None, command: str) -> None:
         notes.append(f"Orphans: {ORPHANS:,} per run, every run found all of them: "
                      f"{'yes' if orphans['all_found'] else 'NO'}; left on disk after the last run: "
                      f"{orphans['orphans_left']} (the task's runs moved theirs to the quarantine, the raw runs deleted).")
+    if orphans_s3:
+        notes.append(f"Orphans on S3 (SeaweedFS on 127.0.0.1, SQL catalog): {ORPHANS:,} per run, uploaded just before "
+                     f"it (an object's age is its upload time: both sides take what is older than the run's start, "
+                     f"the task with `orphan_older_than_hours=0, force_orphan_floor=True`); every run found all of "
+                     f"them: {'yes' if orphans_s3['all_found'] else 'NO'}; left after the last run: "
+                     f"{orphans_s3['orphans_left']}. Build: entries and {orphans_s3['files'] - 1:,} empty objects.")
     body = f"""
 {markdown_table(["step", "table", "raw procedure s (submit incl.)", "task s (submit incl.)", "task / raw",
                  "snapshots expired / orphans found", "worker peak MB: bare submit", "the task on a small table",
@@ -293,19 +377,25 @@ def main() -> None:
     parser.add_argument("--quick", action="store_true", help="1,000 snapshots and 100,000 files")
     parser.add_argument("--skip-expire", action="store_true")
     parser.add_argument("--skip-orphans", action="store_true")
+    parser.add_argument("--s3", action="store_true", help="also orphan removal on S3 (SeaweedFS)")
+    parser.add_argument("--s3-files", type=int, help="files of the S3 orphan part (default: as the local part)")
     args = parser.parse_args()
     snapshots, files = (1_000, 100_000) if args.quick else (10_000, 1_000_000)
-    expire = orphans = None
-    with private_lake("expire-clean"):
-        if not args.skip_expire:
-            expire = expire_part(snapshots)
-            print(expire, flush=True)
-    with private_lake("orphans"):
-        if not args.skip_orphans:
-            orphans = orphans_part(files)
-            print(orphans, flush=True)
+    measured = {}
+    if not args.skip_expire:
+        with private_lake("expire-clean") as root:
+            measured["expire"] = expire_part(snapshots, root / "lake")
+            print(measured["expire"], flush=True)
+    if not args.skip_orphans:
+        with private_lake("orphans"):
+            measured["orphans"] = orphans_part(files)
+            print(measured["orphans"], flush=True)
+    if args.s3:
+        with private_lake("orphans-s3") as root:
+            measured["orphans_s3"] = orphans_s3_part(args.s3_files or files, root)
+            print(measured["orphans_s3"], flush=True)
     command = "python benchmarks/expire_clean.py" + (" --quick" if args.quick else "")
-    report(expire, orphans, command)
+    report(measured, command)
 
 
 if __name__ == "__main__":

@@ -6,6 +6,8 @@
 ``raw_spark.py copy OUT_DIR N CODEC REPEAT PATH...``: read Parquet files, write them again as N
 files with CODEC, REPEAT times (seconds per run: the later ones warm).
 ``raw_spark.py sql STATEMENT...``: each statement (a ``CALL``), its first row and its row count.
+``raw_spark.py orphans OLDER_THAN_MS TABLE``: Iceberg's ``DeleteOrphanFiles`` action, what
+``remove_orphan_files`` runs, through the Java API (the procedure refuses a floor under 24 hours).
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
 ``raw_spark.py profile OUT_JFR OPTIONS_JSON WARMUP UNPROFILED TABLE``: the procedure on WARMUP, on
 UNPROFILED (timed, warm), then on TABLE under Java Flight Recorder (the driver JVM, which runs every task in local mode), dumped to OUT_JFR.
@@ -75,6 +77,12 @@ def main(argv):
         results = [spark.sql(statement).collect() for statement in argv[2:]]
         out["rows"] = [rows[0].asDict() if rows else None for rows in results]
         out["counts"] = [len(rows) for rows in results]
+    elif mode == "orphans":
+        jvm = spark.sparkContext._jvm
+        table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"{catalog}.{argv[3]}")
+        result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+                  .deleteOrphanFiles(table).olderThan(int(argv[2])).execute())
+        out["orphans"] = sum(1 for _ in result.orphanFileLocations())
     elif mode == "scan":
         repeat, tables = int(argv[2]), argv[3:]
         timings = {}

@@ -41,3 +41,41 @@ def test_table_retention_matches_icebergs_expire_snapshots(spark, lake_hook, nam
     assert ours.reasons[ids[3]] == "kept: branch audit, within min-snapshots-to-keep=2 (branch audit's own setting)"
     assert ours.reasons[ids[0]] == "kept: head of tag keep"
     assert ours.reasons[ids[7]] == "removed: older than max-snapshot-age-ms=1 (1ms, table property) and not referenced"
+
+
+def test_the_expire_job_rechecks_the_decision_against_fresh_metadata(spark, lake_hook, namespace):
+    """The expire job re-reads the table (its metadata in one call) before expiring: a decision
+    the table has moved past is refused and leaves the table as it was; IDs already gone are
+    reported, the rest expired."""
+    import pytest
+
+    from airflow_lake_provider.core.contracts import ExpireJobArgs
+    from airflow_lake_provider.jobs.expire import UnsafeExpiry, expire_snapshot_ids
+
+    name = f"{namespace}.recheck"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=5, rows_per_commit=3)
+    ids = [s.snapshot_id for s in table.snapshots()]
+    table.manage_snapshots().create_tag(ids[1], "audit").commit()
+    decided_on = {"main": ids[-1], "audit": ids[1]}
+
+    def expire(snapshot_ids, refs=decided_on):
+        args = ExpireJobArgs(table=name, snapshot_ids=snapshot_ids, refs=refs).validate()
+        return expire_snapshot_ids(spark, iceberg.load_table(spark, "lake", name), args)
+
+    refused = {
+        "is now the current snapshot": lambda: expire([ids[-1]]),
+        "is now held by tag 'audit'": lambda: expire([ids[1]]),
+        "tags and branches of": lambda: expire([ids[0]], refs={"main": ids[-1]}),  # decided before the tag
+    }
+    for message, attempt in refused.items():
+        with pytest.raises(UnsafeExpiry, match=message):
+            attempt()
+        assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # untouched
+
+    gone = 123_456_789
+    outcome = expire([ids[0], ids[2], gone])
+    assert (outcome.expired_snapshot_ids, outcome.already_gone_snapshot_ids) == (sorted([ids[0], ids[2]]), [gone])
+    assert outcome.snapshot_id_after == ids[-1] and outcome.removed_refs == []
+    after = lake_hook.load_table(name)
+    assert [s.snapshot_id for s in after.snapshots()] == [ids[1], *ids[3:]]
+    assert after.scan().to_arrow().num_rows == 15  # appends only: every row still read

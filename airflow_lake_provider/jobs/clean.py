@@ -59,10 +59,11 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     purged_runs, purged_files = purge(storage, root, args.quarantine_days, dry_run=args.dry_run,
                                       default_root=args.quarantine_location is None)
     if args.dry_run:
-        existing = {int(s.snapshotId()) for s in jtable.snapshots()}
+        digest = iceberg.table_digest(spark, jtable)
+        existing = {snapshot.snapshot_id for snapshot in digest.snapshots}
         expiry = ExpiryOutcome(would_expire_snapshot_ids=sorted(s for s in args.snapshot_ids if s in existing),
                                would_remove_refs=sorted(args.removed_refs),
-                               snapshot_id_after=iceberg.current_snapshot_id(jtable))
+                               snapshot_id_after=digest.current_snapshot_id)
     else:
         expiry = expire_snapshot_ids(spark, jtable, args)
 

@@ -9,6 +9,8 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
+
 
 def load_table(spark, catalog: str, table: str):
     """The Java ``org.apache.iceberg.Table`` for ``catalog.table``, freshly loaded."""
@@ -24,6 +26,19 @@ def current_snapshot_id(jtable) -> int | None:
     jtable.refresh()
     snapshot = jtable.currentSnapshot()
     return int(snapshot.snapshotId()) if snapshot is not None else None
+
+
+def table_digest(spark, jtable) -> TableDigest:
+    """The table's snapshots, refs and current snapshot, freshly refreshed, in one py4j call.
+
+    Reading them object by object costs two or three round trips per snapshot (about 1 s per
+    10,000 on these machines); the metadata's JSON comes in one call and is parsed as the Airflow
+    worker parses it (:func:`read_table_digest`), all from one consistent ``TableMetadata``.
+    """
+    jtable.refresh()
+    metadata = jtable.operations().current()
+    as_json = spark.sparkContext._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata)
+    return read_table_digest(str(as_json), metadata_location=metadata.metadataFileLocation())
 
 
 def is_ancestor(spark, jtable, snapshot_id: int) -> bool:

@@ -15,6 +15,9 @@ from __future__ import annotations
 import json
 import sys
 import time
+from collections.abc import Callable, Sequence
+from concurrent.futures import ThreadPoolExecutor
+from typing import TypeVar
 
 from airflow_lake_provider.core.quarantine import (
     FILES_DIR_NAME,
@@ -28,6 +31,30 @@ from airflow_lake_provider.core.quarantine import (
     runs_to_purge,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
+
+T = TypeVar("T")
+R = TypeVar("R")
+
+# A move or a status read on an object store waits on a few requests of a few milliseconds each
+# (1,000 orphans moved one after the other added about 5 s to a clean task on S3); py4j gives each Python thread
+# its own connection to the driver and Hadoop's file systems are thread-safe, so they overlap.
+PARALLEL_REQUESTS = 16
+
+
+def each_in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
+    """``[fn(item) for item in items]`` on up to ``PARALLEL_REQUESTS`` threads, results in order.
+
+    The first error is raised once the calls already running have ended; calls not yet started
+    never start (a move half done is what the quarantine manifest, written first, is for).
+    """
+    if len(items) <= 1:
+        return [fn(item) for item in items]
+    pool = ThreadPoolExecutor(min(PARALLEL_REQUESTS, len(items)), thread_name_prefix="lake-storage")
+    futures = [pool.submit(fn, item) for item in items]
+    try:
+        return [future.result() for future in futures]
+    finally:
+        pool.shutdown(wait=True, cancel_futures=True)
 
 
 class Storage:
@@ -189,12 +216,9 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
     """
     now_ms = int(time.time() * 1000)
     key = run_key(now_ms, airflow_run)
-    files = []
-    for path in paths:
-        status = storage.status(path)
-        if status is not None:
-            files.append(QuarantinedFile(original_path=path, size=status[0], modified_ms=status[1],
-                                         quarantined_path=quarantined_path(root, key, table_location, path)))
+    files = [QuarantinedFile(original_path=path, size=status[0], modified_ms=status[1],
+                             quarantined_path=quarantined_path(root, key, table_location, path))
+             for path, status in zip(paths, each_in_parallel(storage.status, paths)) if status is not None]
     if not files:
         return None
     manifest = QuarantineManifest.new(table=table, table_location=table_location, run_key=key, moved_at_ms=now_ms,
@@ -208,6 +232,5 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
             f"The store refuses the quarantine manifest at {manifest_location(root, key)} (access denied; a table "
             f"bucket such as S3 Tables takes table files only). No orphan was moved. Set quarantine_location to a "
             f"location the Spark job can write, or quarantine_days=0 to delete orphans at once.") from None
-    for entry in files:
-        storage.move(entry.original_path, entry.quarantined_path)
+    each_in_parallel(lambda entry: storage.move(entry.original_path, entry.quarantined_path), files)
     return manifest

@@ -21,7 +21,7 @@ from airflow_lake_provider.core.contracts import RestoreQuarantineJobArgs, Resto
 from airflow_lake_provider.core.quarantine import manifest_location, quarantine_root, run_reference
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.jobs.quarantine import Storage, list_runs, read_manifest
+from airflow_lake_provider.jobs.quarantine import Storage, each_in_parallel, list_runs, read_manifest
 
 NOT_OVERWRITTEN = "the original path exists again: left in quarantine, nothing overwritten"
 NOT_IN_QUARANTINE = "not in quarantine: the clean job stopped before moving it, or it was restored already"
@@ -46,17 +46,21 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                               f"quarantine_location (the clean step's).")
     if manifest.table != args.table:
         raise LakeConfigError(f"Quarantine run {key} belongs to table {manifest.table}, not {args.table}.")
-    restored, skipped = [], {}
     now_ms = int(time.time() * 1000)
-    for entry in manifest.files:
+
+    def restore(entry) -> str | None:
+        """Why ``entry`` stays where it is, or ``None`` once it is back."""
         if storage.exists(entry.original_path):
-            skipped[entry.original_path] = NOT_OVERWRITTEN
-        elif not storage.exists(entry.quarantined_path):
-            skipped[entry.original_path] = NOT_IN_QUARANTINE
-        else:
-            storage.move(entry.quarantined_path, entry.original_path)
-            storage.touch(entry.original_path, now_ms)
-            restored.append(entry.original_path)
+            return NOT_OVERWRITTEN
+        if not storage.exists(entry.quarantined_path):
+            return NOT_IN_QUARANTINE
+        storage.move(entry.quarantined_path, entry.original_path)
+        storage.touch(entry.original_path, now_ms)
+        return None
+
+    outcomes = each_in_parallel(restore, manifest.files)
+    restored = [entry.original_path for entry, why in zip(manifest.files, outcomes) if why is None]
+    skipped = {entry.original_path: why for entry, why in zip(manifest.files, outcomes) if why is not None}
     return RestoreQuarantineResult(
         table=args.table, quarantine_run=key, quarantine_manifest=manifest_uri,
         restored=restored[:RestoreQuarantineResult.RESTORED_LISTED], restored_count=len(restored),
