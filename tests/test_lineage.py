@@ -40,8 +40,11 @@ def test_events_name_the_table_carry_the_figures_and_link_the_spark_job(lake_hoo
     name = f"{namespace}.events"
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=4, rows_per_commit=5)
     events_file = tmp_path / "openlineage.jsonl"
-    # Events are emitted from a forked process killed after execution_timeout (10 s): generous on a busy machine.
+    # By default the listener emits from a forked child, which inherits the task's connection to its
+    # supervisor: under dag.test() the START child never returned and was killed after execution_timeout
+    # (each task waited it out, no START event). execute_in_thread (docs/lineage.md) emits in-process.
     env = {**os.environ, "AIRFLOW__OPENLINEAGE__NAMESPACE": "lake-tests", "AIRFLOW__OPENLINEAGE__EXECUTION_TIMEOUT": "120",
+           "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
                                                           "append": True})}
     outcome, output = _run_dag(name, env)
@@ -57,7 +60,8 @@ def test_events_name_the_table_carry_the_figures_and_link_the_spark_job(lake_hoo
             break
         time.sleep(1)
     by_task = {(e["job"]["name"].rsplit(".", 1)[-1], e["eventType"]): e for e in events}
-    assert {("plan", "COMPLETE"), ("rewrite", "COMPLETE")} <= set(by_task), sorted(by_task)
+    assert {("plan", "START"), ("plan", "COMPLETE"), ("rewrite", "START"), ("rewrite", "COMPLETE")} <= set(by_task), \
+        sorted(by_task)
 
     # The table, named by its location, with a symlink to its catalog name.
     expected = location_dataset(table.location())
@@ -68,6 +72,8 @@ def test_events_name_the_table_carry_the_figures_and_link_the_spark_job(lake_hoo
     assert symlink["name"] == name and symlink["type"] == "TABLE"
     assert [(d["namespace"], d["name"]) for d in rewrite["inputs"]] == [(expected.namespace, expected.name)]
     assert by_task[("plan", "COMPLETE")]["outputs"] == []  # the plan only reads
+    start = by_task[("rewrite", "START")]  # named before the step read anything: the same dataset
+    assert [(d["namespace"], d["name"]) for d in start["outputs"]] == [(expected.namespace, expected.name)]
 
     # The facet carries the step's figures, as its XCom has them.
     facet = rewrite["run"]["facets"]["lakeMaintenance"]
