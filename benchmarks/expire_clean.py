@@ -267,9 +267,13 @@ def orphans_s3_part(files: int, root: Path) -> dict:
     finally:
         server.stop()
         os.environ.pop("AIRFLOW_CONN_LAKE_DEFAULT", None)
+    runs = [raws[0], tasks[0], tasks[1], raws[1]]
+    # At least the planted orphans: with a floor of 0 h the first run also takes the table's oldest
+    # metadata file once it has fallen out of the metadata log (more commits than previous-versions-max).
     return {"files": files, "build_s": build_s, "bare": bare, "small_task": small,
             "raw": min(raws, key=lambda r: r["seconds"]), "task": min(tasks, key=lambda r: r["seconds"]),
-            "orphans_left": left, "all_found": all(r["orphans"] == ORPHANS for r in raws + tasks)}
+            "orphans_left": left, "orphans_per_run": [r["orphans"] for r in runs],
+            "all_found": all(r["orphans"] >= ORPHANS for r in runs)}
 
 
 PARTS = Path(__file__).resolve().parent / "results" / "figures" / "expire_clean.json"  # both parts, for a partial rerun
@@ -324,7 +328,9 @@ def report(measured: dict[str, dict | None], command: str) -> None:
         notes.append(f"Orphans on S3 (SeaweedFS on 127.0.0.1, SQL catalog): {ORPHANS:,} per run, uploaded just before "
                      f"it (an object's age is its upload time: both sides take what is older than the run's start, "
                      f"the task with `orphan_older_than_hours=0, force_orphan_floor=True`); every run found all of "
-                     f"them: {'yes' if orphans_s3['all_found'] else 'NO'}; left after the last run: "
+                     f"them: {'yes' if orphans_s3['all_found'] else 'NO'} (found per run, raw/task/task/raw: "
+                     f"{orphans_s3.get('orphans_per_run', '?')}: a count over {ORPHANS:,} is the table's oldest metadata "
+                     f"file, out of the metadata log after 101 commits, which the first run took); left after the last run: "
                      f"{orphans_s3['orphans_left']}. Build: entries and {orphans_s3['files'] - 1:,} empty objects.")
     body = f"""
 {markdown_table(["step", "table", "raw procedure s (submit incl.)", "task s (submit incl.)", "task / raw",

@@ -80,8 +80,10 @@ def main(argv):
     elif mode == "orphans":
         jvm = spark.sparkContext._jvm
         table = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"{catalog}.{argv[3]}")
+        out["load_s"] = time.perf_counter() - started
         result = (jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
                   .deleteOrphanFiles(table).olderThan(int(argv[2])).execute())
+        out["action_s"] = time.perf_counter() - started - out["load_s"]
         out["orphans"] = sum(1 for _ in result.orphanFileLocations())
     elif mode == "scan":
         repeat, tables = int(argv[2]), argv[3:]
