@@ -251,29 +251,33 @@ def orphans_s3_part(files: int, root: Path) -> dict:
         build_s = time.perf_counter() - started
         print(f"S3: {files:,} entries and objects in {build_s:.0f} s", flush=True)
         bare = run_child(BARE_SUBMIT)
-        raws, tasks = [], []
-        for side in ("raw", "task", "task", "raw"):
+        # raw, quarantine, delete, delete, quarantine, raw: the task with its default quarantine (a copy
+        # and a delete per orphan) and with quarantine_days=0 (a delete, as the raw action does).
+        runs: dict[str, list[dict]] = {"raw": [], "task": [], "task_delete": []}
+        for side in ("raw", "task", "task_delete", "task_delete", "task", "raw"):
             with ThreadPoolExecutor(32) as pool:
                 list(pool.map(upload, (f"part={i % 100}/orphan-{i:05d}.parquet" for i in range(ORPHANS))))
             time.sleep(2)  # S3 times have one-second resolution: the orphans are strictly older than the start
             if side == "raw":  # the procedure's action: the procedure itself refuses a floor under 24 hours
                 wall, raw = raw_spark_submit("orphans", str(int(time.time() * 1000)), FILES_TABLE)
-                raws.append({"seconds": wall, "orphans": raw["orphans"]})
+                runs[side].append({"seconds": wall, "orphans": raw["orphans"]})
             else:
-                tasks.append(run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=S3_FLOOR)))
-            print(f"S3 {side}: {(raws if side == 'raw' else tasks)[-1]}", flush=True)
+                floor = S3_FLOOR + (", quarantine_days=0" if side == "task_delete" else "")
+                runs[side].append(run_child(CLEAN_TASK.format(table=FILES_TABLE, orphan_floor=floor)))
+            print(f"S3 {side}: {runs[side][-1]}", flush=True)
         orphan_paths = [f"{prefix}/part={i % 100}/orphan-{i:05d}.parquet" for i in range(ORPHANS)]
         left = sum(info.type != fs.FileType.NotFound for info in s3.get_file_info(orphan_paths))
     finally:
         server.stop()
         os.environ.pop("AIRFLOW_CONN_LAKE_DEFAULT", None)
-    runs = [raws[0], tasks[0], tasks[1], raws[1]]
+    every = [run for side in runs.values() for run in side]
+    fastest = {side: min(found, key=lambda r: r["seconds"]) for side, found in runs.items()}
     # At least the planted orphans: with a floor of 0 h the first run also takes the table's oldest
     # metadata file once it has fallen out of the metadata log (more commits than previous-versions-max).
-    return {"files": files, "build_s": build_s, "bare": bare, "small_task": small,
-            "raw": min(raws, key=lambda r: r["seconds"]), "task": min(tasks, key=lambda r: r["seconds"]),
-            "orphans_left": left, "orphans_per_run": [r["orphans"] for r in runs],
-            "all_found": all(r["orphans"] >= ORPHANS for r in runs)}
+    return {"files": files, "build_s": build_s, "bare": bare, "small_task": small, "raw": fastest["raw"],
+            "task": fastest["task"], "task_delete": fastest["task_delete"], "orphans_left": left,
+            "orphans_per_run": {side: [r["orphans"] for r in found] for side, found in runs.items()},
+            "all_found": all(r["orphans"] >= ORPHANS for r in every)}
 
 
 PARTS = Path(__file__).resolve().parent / "results" / "figures" / "expire_clean.json"  # both parts, for a partial rerun
@@ -324,11 +328,17 @@ def report(measured: dict[str, dict | None], command: str) -> None:
         notes.append(f"Orphans: {ORPHANS:,} per run, every run found all of them: "
                      f"{'yes' if orphans['all_found'] else 'NO'}; left on disk after the last run: "
                      f"{orphans['orphans_left']} (the task's runs moved theirs to the quarantine, the raw runs deleted).")
+    if orphans_s3 and "task_delete" in orphans_s3:
+        like = orphans_s3["task_delete"]["seconds"] / orphans_s3["raw"]["seconds"]
+        notes.append(f"Orphans on S3, like for like: the task with `quarantine_days=0` (it deletes, as the raw action "
+                     f"does) took {orphans_s3['task_delete']['seconds']:.1f} s = {like:.2f}x the raw action; with its "
+                     f"default quarantine (each orphan copied, then deleted: a recoverable move) "
+                     f"{orphans_s3['task']['seconds']:.1f} s, the row above.")
     if orphans_s3:
         notes.append(f"Orphans on S3 (SeaweedFS on 127.0.0.1, SQL catalog): {ORPHANS:,} per run, uploaded just before "
                      f"it (an object's age is its upload time: both sides take what is older than the run's start, "
                      f"the task with `orphan_older_than_hours=0, force_orphan_floor=True`); every run found all of "
-                     f"them: {'yes' if orphans_s3['all_found'] else 'NO'} (found per run, raw/task/task/raw: "
+                     f"them: {'yes' if orphans_s3['all_found'] else 'NO'} (found per run and side: "
                      f"{orphans_s3.get('orphans_per_run', '?')}: a count over {ORPHANS:,} is the table's oldest metadata "
                      f"file, out of the metadata log after 101 commits, which the first run took); left after the last run: "
                      f"{orphans_s3['orphans_left']}. Build: entries and {orphans_s3['files'] - 1:,} empty objects.")

@@ -105,7 +105,7 @@ def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
     before ``older_than_ms``: Iceberg's own listing, run with a delete function that deletes nothing."""
     jtable.refresh()
     action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(older_than_ms).deleteWith(_noop_consumer(spark))
-    return sorted(str(location) for location in action.execute().orphanFileLocations())
+    return sorted(iceberg.strings(spark, action.execute().orphanFileLocations()))
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:

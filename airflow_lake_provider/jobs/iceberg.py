@@ -89,6 +89,13 @@ def rewrite_group_namer(spark, jtable):
     return name
 
 
+def strings(spark, java_strings) -> list[str]:
+    """A Java ``Iterable`` of strings as a Python list, in two round trips (iterating it over py4j
+    costs two per element): joined in the JVM on a character no path holds, split here."""
+    joined = str(spark.sparkContext._jvm.java.lang.String.join("\u0000", java_strings))
+    return joined.split("\u0000") if joined else []
+
+
 def java_string_array(spark, values: list[str]):
     gateway = spark.sparkContext._gateway
     array = gateway.new_array(gateway.jvm.java.lang.String, len(values))

@@ -17,7 +17,8 @@ import sys
 import time
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
-from typing import TypeVar
+from typing import Any, TypeVar
+from urllib.parse import urlsplit
 
 from airflow_lake_provider.core.quarantine import (
     FILES_DIR_NAME,
@@ -58,41 +59,63 @@ def each_in_parallel(fn: Callable[[T], R], items: Sequence[T]) -> list[R]:
 
 
 class Storage:
-    """Hadoop's ``FileSystem`` by URI, on the driver (py4j)."""
+    """Hadoop's ``FileSystem`` by URI, on the driver (py4j).
+
+    Every py4j call is a round trip to the JVM (a fraction of a millisecond, more under load): the
+    ``Path`` class and each file system (one per scheme and authority) are looked up once, and a
+    file's status is one call, so moving 1,000 orphans costs a few thousand round trips, not tens
+    of thousands.
+    """
 
     def __init__(self, spark) -> None:
         self._jvm = spark.sparkContext._jvm
         self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._path_class = self._jvm.org.apache.hadoop.fs.Path  # each lookup through the JVM view is a round trip
+        self._file_systems: dict[str, tuple[Any, str]] = {}  # "scheme://authority" -> (FileSystem, its scheme)
 
     def _path(self, uri: str):
-        return self._jvm.org.apache.hadoop.fs.Path(uri)
+        return self._path_class(uri)
 
     def _fs(self, path):
         return path.getFileSystem(self._conf)
 
+    def _resolve(self, uri: str) -> tuple[Any, Any, str, str]:
+        """``(Path, FileSystem, "scheme://authority", the file system's scheme)`` of ``uri``."""
+        path = self._path_class(uri)
+        split = urlsplit(uri)
+        store = f"{split.scheme}://{split.netloc}"
+        known = self._file_systems.get(store)
+        if known is None:
+            fs = path.getFileSystem(self._conf)
+            known = self._file_systems.setdefault(store, (fs, str(fs.getScheme())))
+        return path, known[0], store, known[1]
+
     def status(self, uri: str) -> tuple[int, int] | None:
         """``(size, modification time in epoch ms)``, or ``None`` when there is no such file."""
-        path = self._path(uri)
-        fs = self._fs(path)
-        if not fs.exists(path):
-            return None
-        status = fs.getFileStatus(path)
+        path, fs, _, _ = self._resolve(uri)
+        try:
+            status = fs.getFileStatus(path)
+        except Exception as error:  # py4j's error for java.io.FileNotFoundException: no such file
+            if "java.io.FileNotFoundException" in str(error):
+                return None
+            raise
         return int(status.getLen()), int(status.getModificationTime())
 
     def exists(self, uri: str) -> bool:
-        path = self._path(uri)
-        return bool(self._fs(path).exists(path))
+        path, fs, _, _ = self._resolve(uri)
+        return bool(fs.exists(path))
 
-    def move(self, source: str, target: str) -> None:
-        """Move one file; refuses to replace an existing one. The local file system needs the target's
+    def move(self, source: str, target: str, *, target_checked: bool = False) -> None:
+        """Move one file; refuses to replace an existing one (``target_checked``: the caller has
+        made sure, e.g. the target's directory is new). The local file system needs the target's
         directory first (an object store has none to make); another store or bucket gets a copy then a delete."""
-        src, dst = self._path(source), self._path(target)
-        src_fs, dst_fs = self._fs(src), self._fs(dst)
-        if dst_fs.exists(dst):
+        src, src_fs, src_store, _ = self._resolve(source)
+        dst, dst_fs, dst_store, dst_scheme = self._resolve(target)
+        if not target_checked and dst_fs.exists(dst):
             raise FileExistsError(f"Will not move {source} over the existing {target}.")
-        if str(dst_fs.getScheme()) == "file":
+        if dst_scheme == "file":
             dst_fs.mkdirs(dst.getParent())
-        if src_fs.getUri().equals(dst_fs.getUri()):
+        if src_store == dst_store:
             moved = src_fs.rename(src, dst)
         else:
             moved = self._jvm.org.apache.hadoop.fs.FileUtil.copy(src_fs, src, dst_fs, dst, True, self._conf)
@@ -221,6 +244,8 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
              for path, status in zip(paths, each_in_parallel(storage.status, paths)) if status is not None]
     if not files:
         return None
+    if storage.exists(run_directory(root, key)):  # its files cannot exist either: the moves need not check each
+        raise FileExistsError(f"Quarantine run {key} already exists under {root}; nothing was moved.")
     manifest = QuarantineManifest.new(table=table, table_location=table_location, run_key=key, moved_at_ms=now_ms,
                                       airflow_run=airflow_run, files=files)
     try:
@@ -232,5 +257,5 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
             f"The store refuses the quarantine manifest at {manifest_location(root, key)} (access denied; a table "
             f"bucket such as S3 Tables takes table files only). No orphan was moved. Set quarantine_location to a "
             f"location the Spark job can write, or quarantine_days=0 to delete orphans at once.") from None
-    each_in_parallel(lambda entry: storage.move(entry.original_path, entry.quarantined_path), files)
+    each_in_parallel(lambda entry: storage.move(entry.original_path, entry.quarantined_path, target_checked=True), files)
     return manifest

@@ -54,7 +54,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             return NOT_OVERWRITTEN
         if not storage.exists(entry.quarantined_path):
             return NOT_IN_QUARANTINE
-        storage.move(entry.quarantined_path, entry.original_path)
+        storage.move(entry.quarantined_path, entry.original_path, target_checked=True)  # checked just above
         storage.touch(entry.original_path, now_ms)
         return None
 
