@@ -312,16 +312,11 @@ def report(measured: dict[str, dict | None], command: str) -> None:
                         "measured": f"{size}: {ratio:.2f}x, worker {over:+d} MB",
                         "met": ratio <= 1.1 and over <= 50 and (part.get("snapshots", 0) >= 10_000
                                                                or part.get("files", 0) >= 1_000_000)})
-    if expire and "raw_runs_s" in expire:
+    if expire:
         notes.append(f"Expiry: one table, restored before each run, raw and task alternating: raw "
                      f"{', '.join(f'{t:.1f}' for t in expire['raw_runs_s'])} s, task "
                      f"{', '.join(f'{t:.1f}' for t in expire['task_runs_s'])} s (the faster of each counts); snapshots "
                      f"left after each run: {expire['left']}; the task deleted "
-                     f"{expire['task']['deleted']}; its XCom result (every snapshot with the rule that removed it) "
-                     f"was {expire['task'].get('xcom_kb', '?')} KB of JSON.")
-    elif expire:
-        notes.append(f"Expiry: after the runs the tables hold {expire['left'][0]} and {expire['left'][1]} snapshots "
-                     f"(raw, task); the raw procedure reported {expire['raw']}; the task deleted "
                      f"{expire['task']['deleted']}; its XCom result (every snapshot with the rule that removed it) "
                      f"was {expire['task'].get('xcom_kb', '?')} KB of JSON.")
     if orphans:

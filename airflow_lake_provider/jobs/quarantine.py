@@ -73,12 +73,6 @@ class Storage:
         self._path_class = self._jvm.org.apache.hadoop.fs.Path  # each lookup through the JVM view is a round trip
         self._file_systems: dict[str, tuple[Any, str]] = {}  # "scheme://authority" -> (FileSystem, its scheme)
 
-    def _path(self, uri: str):
-        return self._path_class(uri)
-
-    def _fs(self, path):
-        return path.getFileSystem(self._conf)
-
     def _resolve(self, uri: str) -> tuple[Any, Any, str, str]:
         """``(Path, FileSystem, "scheme://authority", the file system's scheme)`` of ``uri``."""
         path = self._path_class(uri)
@@ -90,9 +84,14 @@ class Storage:
             known = self._file_systems.setdefault(store, (fs, str(fs.getScheme())))
         return path, known[0], store, known[1]
 
+    def _located(self, uri: str) -> tuple[Any, Any]:
+        """``(Path, FileSystem)`` of ``uri``."""
+        path, fs, _, _ = self._resolve(uri)
+        return path, fs
+
     def status(self, uri: str) -> tuple[int, int] | None:
         """``(size, modification time in epoch ms)``, or ``None`` when there is no such file."""
-        path, fs, _, _ = self._resolve(uri)
+        path, fs = self._located(uri)
         try:
             status = fs.getFileStatus(path)
         except Exception as error:  # py4j's error for java.io.FileNotFoundException: no such file
@@ -102,7 +101,7 @@ class Storage:
         return int(status.getLen()), int(status.getModificationTime())
 
     def exists(self, uri: str) -> bool:
-        path, fs, _, _ = self._resolve(uri)
+        path, fs = self._located(uri)
         return bool(fs.exists(path))
 
     def move(self, source: str, target: str, *, target_checked: bool = False) -> None:
@@ -124,14 +123,14 @@ class Storage:
 
     def touch(self, uri: str, when_ms: int) -> None:
         """Set a file's modification time (a no-op on object stores, where a copy already made it new)."""
-        path = self._path(uri)
-        self._fs(path).setTimes(path, when_ms, -1)
+        path, fs = self._located(uri)
+        fs.setTimes(path, when_ms, -1)
 
     def write_text(self, uri: str, text: str) -> None:
         """Write ``uri`` whole or not at all: a temporary file first, then a move to its name."""
         temporary = f"{uri}.tmp"
-        path = self._path(temporary)
-        out = self._fs(path).create(path, True)
+        path, fs = self._located(temporary)
+        out = fs.create(path, True)
         try:
             out.write(bytearray(text.encode("utf-8")))
         finally:
@@ -144,8 +143,7 @@ class Storage:
         Read past Hadoop's checksum layer on the local file system: a manifest someone edited by
         hand (its ``.crc`` side file then stale) still reads.
         """
-        path = self._path(uri)
-        fs = self._fs(path)
+        path, fs = self._located(uri)
         if not fs.exists(path):
             return None
         if self._jvm.java.lang.Class.forName("org.apache.hadoop.fs.ChecksumFileSystem").isInstance(fs):
@@ -158,16 +156,14 @@ class Storage:
 
     def directories(self, uri: str) -> list[str]:
         """Names of the directories directly under ``uri`` (none when it does not exist)."""
-        path = self._path(uri)
-        fs = self._fs(path)
+        path, fs = self._located(uri)
         if not fs.exists(path):
             return []
         return sorted(str(s.getPath().getName()) for s in fs.listStatus(path) if s.isDirectory())
 
     def count_files(self, uri: str) -> int:
         """Files under ``uri``, recursively (checksum side files not counted)."""
-        path = self._path(uri)
-        fs = self._fs(path)
+        path, fs = self._located(uri)
         if not fs.exists(path):
             return 0
         listing, count = fs.listFiles(path, True), 0
@@ -177,8 +173,8 @@ class Storage:
         return count
 
     def delete_tree(self, uri: str) -> None:
-        path = self._path(uri)
-        self._fs(path).delete(path, True)
+        path, fs = self._located(uri)
+        fs.delete(path, True)
 
 
 def read_manifest(storage: Storage, uri: str) -> QuarantineManifest | None:
