@@ -156,11 +156,12 @@ def plans_by_both_engines(**operator_args) -> tuple[dict, dict]:
 
 
 def job_processes(marker: str = "jobs/main.py", *, under: int | None = None,
-                  spark_submit_only: bool = False) -> list:
+                  spark_submit_only: bool = False, drivers_only: bool = False) -> list:
     """Our Spark jobs' processes now running, found by ``marker`` in their command line.
 
     ``under``: only descendants of that process (a spark-submit the test started);
-    ``spark_submit_only``: only spark-submit itself (its JVM or script), not the Python driver.
+    ``spark_submit_only``: only spark-submit itself (its JVM or script), not the Python driver;
+    ``drivers_only``: only the Python driver (it appears once the JVM is up and starts the job).
     Oldest first: spark-submit's script briefly forks a subshell and a launcher JVM with the same
     command line, so the first is the spark-submit that lives as long as the job.
     """
@@ -178,8 +179,12 @@ def job_processes(marker: str = "jobs/main.py", *, under: int | None = None,
             continue
         if "org.apache.spark.launcher.Main" in cmdline:
             continue  # spark-class's command builder: gone within a second
-        if marker in cmdline and (not spark_submit_only or "SparkSubmit" in cmdline or "spark-submit" in cmdline):
-            found.append(process)
+        if marker not in cmdline:
+            continue
+        submit = "SparkSubmit" in cmdline or "spark-submit" in cmdline
+        if (spark_submit_only and not submit) or (drivers_only and (submit or "python" not in process.name().lower())):
+            continue
+        found.append(process)
     return sorted(found, key=_created)
 
 

@@ -4,6 +4,12 @@ After every kill the table reads the same rows; the next run of the task succeed
 the killed runs left behind are taken by the clean step (moved to its quarantine) once they are past the orphan floor.
 Two ways to kill: the whole spark-submit process group (what the operator's ``on_kill`` does)
 and only the Python driver process (the JVM then loses its application).
+
+The moments are phases of the run, not seconds on a clock: a pilot run of each step on a twin
+table, untouched by kills, shows how long this machine spends starting the JVM, in the job before
+it writes, writing data files and committing; each kill lands a share of the way into one phase,
+measured from when the killed run itself entered it. So every moment lands inside its run on a
+fast machine and a slow one alike.
 """
 
 from __future__ import annotations
@@ -12,6 +18,7 @@ import os
 import signal
 import threading
 import time
+from dataclasses import dataclass
 from pathlib import Path
 from urllib.parse import urlsplit
 
@@ -27,6 +34,10 @@ from lake_checks import FakeTaskInstance, files_on_disk, job_processes, table_fi
 
 pytestmark = [pytest.mark.slow, pytest.mark.spark_submit]
 KILLS: list[dict] = []
+#: The phases of a run, in order, each named by the event that opens it.
+PHASES = ("start", "driver", "data", "metadata")
+PHASE_NAMES = {"start": "the JVM's start", "driver": "the job before it writes",
+               "data": "writing data files", "metadata": "the commit and after"}
 
 
 def _context(task_id: str) -> dict:
@@ -52,12 +63,40 @@ def referenced_files(table) -> set[str]:
     return paths
 
 
-def run_and_kill(op, context: dict, after_seconds: float, how: str, trigger=None, then_wait: float = 0.0) -> str:
-    """Run ``op`` in a thread; SIGKILL its Spark application after ``after_seconds``, or ``then_wait``
-    seconds after ``trigger()()`` first holds (a moment inside the run: its first data file...)."""
+@dataclass
+class Timeline:
+    """Seconds since the task started at which its run entered each phase (None: it never did)."""
+
+    start: float = 0.0
+    driver: float | None = None  # the JVM started the Python driver: the job runs
+    data: float | None = None  # its first new data file
+    metadata: float | None = None  # its first new metadata file (manifests: the commit comes next)
+    end: float | None = None  # its Spark application exited (the task's own wrap-up is no phase)
+
+    def length(self, phase: str) -> float:
+        """How long the run stayed in ``phase``: until the next phase it entered, or its end."""
+        opened = getattr(self, phase)
+        assert opened is not None, f"the pilot run never entered the phase {phase!r}: {self}"
+        later = [getattr(self, p) for p in (*PHASES, "end") if getattr(self, p) is not None]
+        return min(t for t in later if t > opened) - opened
+
+
+@dataclass(frozen=True)
+class Moment:
+    """Kill ``how`` (``spark-submit`` or ``driver``) ``share`` of the way into ``phase``, the phase's
+    length taken from the pilot run."""
+
+    how: str
+    phase: str
+    share: float
+
+
+def run_watched(op, context: dict, table, moment: Moment | None = None, pilot: Timeline | None = None):
+    """Run ``op`` in a thread, noting when its run enters each phase; with ``moment``, SIGKILL its
+    Spark application there. Returns the run's timeline and the second of the kill (None: never)."""
     outcome: dict = {}
-    when = trigger() if trigger else None
-    held_since = None
+    baseline = files_on_disk(table)
+    timeline = Timeline()
 
     def target() -> None:
         try:
@@ -72,96 +111,144 @@ def run_and_kill(op, context: dict, after_seconds: float, how: str, trigger=None
     while thread.is_alive():
         elapsed = time.monotonic() - started
         process = getattr(getattr(op._job_hook, "_submit_hook", None), "_submit_sp", None) if op._job_hook else None
-        if when and held_since is None and when():
-            held_since = elapsed
-        due = held_since is not None and elapsed - held_since >= then_wait if when else elapsed >= after_seconds
-        if process is not None and process.poll() is None and (due or elapsed >= after_seconds):
-            if how == "spark-submit":
+        running = process is not None and process.poll() is None
+        if process is not None and not running and timeline.end is None:
+            timeline.end = elapsed
+        drivers = job_processes(under=process.pid, drivers_only=True) if running else []
+        if drivers and timeline.driver is None:
+            timeline.driver = elapsed
+        new = files_on_disk(table) - baseline
+        for folder in ("data", "metadata"):
+            if getattr(timeline, folder) is None and any(f"/{folder}/" in path for path in new):
+                setattr(timeline, folder, elapsed)
+        opened = getattr(timeline, moment.phase) if moment else None
+        if opened is not None and running and elapsed >= opened + moment.share * pilot.length(moment.phase):
+            if moment.how == "spark-submit":
                 op.on_kill()
                 killed_at = elapsed
-            else:
-                drivers = job_processes(under=process.pid)
+            elif drivers:
                 for driver in drivers:
                     os.kill(driver.pid, signal.SIGKILL)
-                if drivers:
-                    killed_at = elapsed
+                killed_at = elapsed
             if killed_at is not None:
                 break
-        time.sleep(0.1)
+        time.sleep(0.05)
     thread.join(timeout=180)
-    moment = f"{killed_at:.1f}s" if killed_at is not None else "never (it finished first)"
-    if killed_at is not None and when:
-        moment += f" ({then_wait:g}s after {getattr(trigger, 'label', 'the trigger')})"
+    if timeline.end is None:
+        timeline.end = time.monotonic() - started
+    if moment is None:
+        assert "result" in outcome, f"the pilot run of {op.task_id} failed: {outcome.get('error')!r}"
+        return timeline, None
+    at = f"{killed_at:.1f}s" if killed_at is not None else "never (it finished first)"
+    if killed_at is not None:
+        at += f" ({moment.share:.0%} into {PHASE_NAMES[moment.phase]})"
     state = "finished" if "result" in outcome else f"failed: {type(outcome.get('error')).__name__}"
-    KILLS.append({"task": op.task_id, "how": how, "at": moment, "state": state})
-    return state
+    KILLS.append({"task": op.task_id, "how": moment.how, "at": at, "state": state})
+    return timeline, killed_at
+
+
+def kill_at_each(make_op, task_id: str, table_name: str, lake_hook, moments, pilot: Timeline, fingerprint,
+                 undo=None) -> list[Moment]:
+    """Run a fresh ``make_op(moment)`` per moment, killed there; read the table back after each. A moment
+    the run outlived is tried once more halfway there, after ``undo()`` puts back what the finished
+    run changed (nothing can be undone by then for some steps: ``undo`` None). Returns those missed."""
+    missed = []
+    for moment in moments:
+        for attempt in (moment, Moment(moment.how, moment.phase, moment.share / 2)):
+            table = lake_hook.load_table(table_name)
+            _, killed_at = run_watched(make_op(moment), _context(task_id), table, attempt, pilot)
+            assert table_fingerprint(lake_hook.load_table(table_name)) == fingerprint
+            if killed_at is not None:
+                break
+            KILLS.pop()  # the run finished first: not a kill
+            if undo is None:
+                missed.append(moment)
+                break
+            undo()
+        else:
+            missed.append(moment)
+    return missed
 
 
 def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lake_hook, namespace):
-    name = f"{namespace}.events"
-    create_events_table(lake_hook.catalog, name, days=2, commits_per_day=30, rows_per_commit=10)
+    name, twin = f"{namespace}.events", f"{namespace}.pilot_events"
+    for identifier in (name, twin):
+        create_events_table(lake_hook.catalog, identifier, days=2, commits_per_day=30, rows_per_commit=10)
     table = lake_hook.load_table(name)
     fingerprint = table_fingerprint(table)
+    missed: list[tuple[str, Moment]] = []
+
+    def step(task_id: str, make_op, moments, undo=None):
+        """The pilot run of ``make_op(twin)`` times the phases; then ``make_op(name, moment)`` is killed at each moment."""
+        pilot, _ = run_watched(make_op(twin), _context(task_id), lake_hook.load_table(twin))
+        missed.extend((task_id, m) for m in kill_at_each(lambda moment: make_op(name, moment), task_id, name, lake_hook, moments,
+                                                         pilot, fingerprint, undo))
+
     # Plan on the Spark engine: killed while the JVM starts and while it plans; it changes nothing.
-    for seconds, how in ((2, "spark-submit"), (5, "driver"), (8, "spark-submit")):
-        run_and_kill(IcebergRewritePlanOperator(task_id="plan", table=name, engine="spark"), _context("plan"), seconds, how)
-        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
-    plan = IcebergRewritePlanOperator(task_id="plan", table=name, engine="spark").execute(_context("plan"))
-    assert plan["totals"]["groups"] >= 1
+    def plan_op(identifier, moment=None):
+        return IcebergRewritePlanOperator(task_id="plan", table=identifier, engine="spark")
 
-    def first_new_file(folder: str):
-        def start():  # called as the run starts: files from here on are the run's own
-            baseline = files_on_disk(table)
-            return lambda: any(f"/{folder}/" in path for path in files_on_disk(table) - baseline)
-        start.label = f"its first new {folder} file"
-        return start
+    step("plan", plan_op, [Moment("spark-submit", "start", 0.5), Moment("driver", "driver", 0.2),
+                           Moment("spark-submit", "driver", 0.6)], undo=lambda: None)
+    plans = {identifier: plan_op(identifier).execute(_context("plan")) for identifier in (name, twin)}
+    assert plans[name]["totals"]["groups"] >= 1
 
-    # Rewrite: killed while the JVM starts or plans, then swept across the window from its first
-    # data file to its commit (the window where a rare bug would hide), by both kinds of kill.
-    moments = [(2, "spark-submit", None, 0), (4, "driver", None, 0), (6, "spark-submit", None, 0)]
-    moments += [(90, how, first_new_file("data"), wait)
-                for wait, how in ((0, "driver"), (0, "spark-submit"), (0.5, "driver"), (1.0, "spark-submit"),
-                                  (1.5, "driver"), (2.0, "spark-submit"), (3.0, "driver"))]
-    for seconds, how, when, wait in moments:
-        op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan)
-        run_and_kill(op, _context("rewrite"), seconds, how, when, wait)
-        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
-    result = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan).execute(_context("rewrite"))
+    # Rewrite: killed while the JVM starts or plans, then swept across the window from its first data
+    # file to its commit and after (the window where a rare bug would hide), by both kinds of kill.
+    # A run that outlived its moment committed: rolled back to the planned snapshot, it is tried again.
+    def rewrite_op(identifier, moment=None):
+        return IcebergRewriteDataFilesOperator(task_id="rewrite", table=identifier, plan=plans[identifier])
+
+    def roll_back_the_rewrite():
+        lake_hook.load_table(name).manage_snapshots().rollback_to_snapshot(plans[name]["snapshot_id"]).commit()
+
+    step("rewrite", rewrite_op, [
+        Moment("spark-submit", "start", 0.5), Moment("driver", "driver", 0.3), Moment("spark-submit", "driver", 0.7),
+        Moment("driver", "data", 0.0), Moment("spark-submit", "data", 0.0), Moment("driver", "data", 0.3),
+        Moment("spark-submit", "data", 0.6), Moment("driver", "metadata", 0.0), Moment("spark-submit", "metadata", 0.3),
+    ], undo=roll_back_the_rewrite)
+    result = rewrite_op(name).execute(_context("rewrite"))
     assert result["failed_groups"] == []
     KILLS.append({"task": "rewrite", "how": "next run", "at": "-",
                   "state": "recovered its commit" if result.get("recovered_from_earlier_try") else "rewrote"})
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 
-    # Expire: killed at varied moments, the last one just after its commit (while it deletes files).
-    for seconds, how, when, wait in ((2.5, "driver", None, 0), (5, "spark-submit", None, 0), (7, "driver", None, 0),
-                                     (90, "driver", first_new_file("metadata"), 0),
-                                     (90, "spark-submit", first_new_file("metadata"), 0.3)):
-        op = IcebergExpireSnapshotsOperator(task_id="expire", table=name, override_table_retention=True, older_than="0h", retain_last=1)
-        run_and_kill(op, _context("expire"), seconds, how, when, wait)
-        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
-    IcebergExpireSnapshotsOperator(task_id="expire", table=name, override_table_retention=True, older_than="0h", retain_last=1).execute(_context("expire"))
+    # Expire: killed at varied moments, the last ones after its commit (while it deletes files). The
+    # first kill after a commit finds its snapshots expired for good, so that run keeps the last ten:
+    # the last moment's run has those to expire.
+    just_after_commit = Moment("driver", "metadata", 0.0)
+
+    def expire_op(identifier, moment=None):
+        return IcebergExpireSnapshotsOperator(task_id="expire", table=identifier, override_table_retention=True,
+                                              older_than="0h", retain_last=10 if moment == just_after_commit else 1)
+
+    step("expire", expire_op, [
+        Moment("spark-submit", "start", 0.5), Moment("driver", "driver", 0.3), Moment("spark-submit", "driver", 0.7),
+        just_after_commit, Moment("spark-submit", "metadata", 0.3),
+    ])
+    expire_op(name).execute(_context("expire"))
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 
-    # Clean (with orphan removal at the normal floor): killed, then it succeeds.
-    for seconds, how in ((2, "spark-submit"), (4, "driver"), (6, "spark-submit"), (8, "driver"), (11, "spark-submit")):
-        op = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48, reference_namespaces=[namespace])
-        run_and_kill(op, _context("clean"), seconds, how)
-        assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
+    # Clean (with orphan removal at the normal floor): killed, then it succeeds. Each run does the same.
+    def clean_op(identifier, moment=None):
+        return IcebergCleanPolicyOperator(task_id="clean", table=identifier, retained=1, override_table_retention=True,
+                                          orphan_older_than_hours=48, reference_namespaces=[namespace])
+
+    step("clean", clean_op, [Moment("spark-submit", "start", 0.3), Moment("driver", "driver", 0.2),
+                             Moment("spark-submit", "driver", 0.5), Moment("driver", "driver", 0.8)],
+         undo=lambda: None)
 
     # What the killed runs left behind: on disk, referenced by nothing.
     table = lake_hook.load_table(name)
     leftovers = files_on_disk(table) - referenced_files(table)
-    young = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48, reference_namespaces=[namespace]).execute({})
+    young = clean_op(name).execute({})
     assert young["orphan_file_count"] == 0  # all younger than the floor: kept
     assert leftovers <= files_on_disk(lake_hook.load_table(name))
     # Past the floor (made three days old), the clean step removes exactly them.
     old = time.time() - 72 * 3600
     for path in leftovers:
         os.utime(path, (old, old))
-    cleaned = IcebergCleanPolicyOperator(task_id="clean", table=name, retained=1, override_table_retention=True,
-                                    orphan_older_than_hours=48, reference_namespaces=[namespace]).execute({})
+    cleaned = clean_op(name).execute({})
     table = lake_hook.load_table(name)
     assert {urlsplit(p).path for p in cleaned["orphan_files"]} == leftovers
     assert not files_on_disk(table) - referenced_files(table)
@@ -169,7 +256,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     assert table_fingerprint(table) == fingerprint
 
     hits = [k for k in KILLS if k["at"][0].isdigit()]
-    assert len(hits) >= 16, KILLS  # a late moment may find the run already finished
+    assert not missed, (missed, KILLS)  # every moment hit a running application
     assert {k["task"] for k in hits} == {"plan", "rewrite", "expire", "clean"}
     generated_pages.save("kills", {"hits": hits, "leftovers": len(leftovers), "rows": fingerprint[0]})
 
@@ -190,7 +277,9 @@ def report(hits: list[dict], leftovers: int, rows: int, task_process: list[dict]
         "spark-submit process group, as the operator's `on_kill` does, or only the Python driver), and of",
         "the Airflow task process itself, on a real Airflow whose scheduler then retried the step (no",
         "`on_kill` runs then; spark-submit dies with the task through the parent-death signal the job hook",
-        "sets). After every kill the table was read back (row count and checksum) and the next run of the",
+        "sets). Each moment is a share of the way into a phase of the run (the JVM's start, the job before",
+        "it writes, writing data files, the commit and after), the phase's length timed by a run of the same",
+        "step on a twin table just before. After every kill the table was read back (row count and checksum) and the next run of the",
         "task succeeded; the files the killed runs left behind were kept by the clean step while younger",
         "than the orphan floor and taken once past it (moved to the quarantine beside the table), leaving no",
         "unreferenced file under the table.",

@@ -90,7 +90,7 @@ def test_killing_the_task_kills_the_spark_application(lake_hook):
         time.sleep(0.5)
         hook = job._submit_hook
         if hook is not None:  # this job's own spec path: other runs on the machine have theirs
-            python_driver = [p for p in job_processes(hook._application_args[0]) if "python" in p.name().lower()]
+            python_driver = job_processes(hook._application_args[0], drivers_only=True)
     assert python_driver, "the PySpark driver never started"
     submit_process = job._submit_hook._submit_sp
     job.on_kill()
