@@ -45,7 +45,7 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   echo "bootstrap: installing Python packages into $VENV (pyspark builds from source: about a minute)"
   log=$(mktemp)
   if ! { "$VENV/bin/pip" install --upgrade pip \
-         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[iceberg-jar,test,postgres,s3,openlineage]" \
+         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[iceberg-jar,test,postgres,hive,s3,openlineage]" \
          && "$VENV/bin/pip" check; } >"$log" 2>&1; then
     tail -40 "$log" >&2
     echo "bootstrap: pip install failed (full log: $log)" >&2

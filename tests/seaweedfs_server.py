@@ -103,18 +103,23 @@ class SeaweedFS:
                        password: str | None = None, scheme: str = "s3", **extra) -> dict:
         """An ``iceberg_lake`` connection: SQL catalog at ``catalog_uri`` (sqlite:////ABS.db or
         postgresql://...), warehouse ``s3://warehouse/<prefix>``."""
-        conn = {
-            "conn_type": "iceberg_lake",
-            "host": catalog_uri,
-            "extra": {"catalog_kind": "sql", "catalog_name": catalog_name,
-                      "warehouse": f"{scheme}://{WAREHOUSE_BUCKET}/{prefix.strip('/')}",
-                      "properties": self.s3_properties(), **extra},
-        }
+        conn = self.catalog_connection("sql", catalog_uri, f"{scheme}://{WAREHOUSE_BUCKET}/{prefix.strip('/')}",
+                                       catalog_name=catalog_name, **extra)
         if login:
             conn["login"] = login
         if password:
             conn["password"] = password
         return conn
+
+    def catalog_connection(self, kind: str, catalog_uri: str, warehouse: str, *, catalog_name: str = "lake",
+                           **extra) -> dict:
+        """An ``iceberg_lake`` connection to a ``kind`` catalog (``sql``, ``hive``) whose tables are on this S3."""
+        return {
+            "conn_type": "iceberg_lake",
+            "host": catalog_uri,
+            "extra": {"catalog_kind": kind, "catalog_name": catalog_name, "warehouse": warehouse,
+                      "properties": self.s3_properties(), **extra},
+        }
 
     def filesystem(self):
         """A pyarrow S3 file system on this server, for listing and planting objects in tests."""

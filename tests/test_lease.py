@@ -27,6 +27,7 @@ from airflow_lake_provider.core.lease import (
     new_lease,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
+from metastore_server import hive_metastore  # noqa: F401 - the session fixture
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 NOW = 1_800_000_000_000
@@ -276,8 +277,10 @@ def test_a_table_without_snapshots_needs_no_lease(lake_hook, namespace):
     assert "has no snapshot yet" in decision.sentence and _lease_refs(lake_hook, name) == {}
 
 
-def test_the_lease_holds_behind_a_rest_catalog(seaweedfs_server, monkeypatch):  # noqa: F811
-    """The same commits through an Iceberg REST server (SeaweedFS's), which checks the requirements itself."""
+@pytest.mark.parametrize("kind", ["rest", "hive"])
+def test_the_lease_holds_behind_a_rest_catalog_and_a_hive_metastore(kind, seaweedfs_server, monkeypatch, request):  # noqa: F811
+    """The same commits through an Iceberg REST server (SeaweedFS's), which checks the requirements
+    itself, and through a Hive metastore, where PyIceberg checks them under the metastore's table lock."""
     import json
     import uuid
 
@@ -286,7 +289,12 @@ def test_the_lease_holds_behind_a_rest_catalog(seaweedfs_server, monkeypatch):  
     from airflow_lake_provider.hooks.lake import IcebergLakeHook
     from airflow_lake_provider.hooks.lease import TableLeaseHook
 
-    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps(seaweedfs_server.rest_connection(catalog_name="lease")))
+    if kind == "rest":
+        conn = seaweedfs_server.rest_connection(catalog_name="lease")
+    else:
+        metastore = request.getfixturevalue("hive_metastore")
+        conn = seaweedfs_server.catalog_connection("hive", metastore.uri, metastore.warehouse, catalog_name="lease")
+    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps(conn))
     first, second = TableLeaseHook(IcebergLakeHook()), TableLeaseHook(IcebergLakeHook())
     catalog = first.lake_hook.catalog
     namespace = f"lease_{uuid.uuid4().hex[:8]}"

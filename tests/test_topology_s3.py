@@ -1,5 +1,6 @@
 """The maintenance chain where production lakes live: tables on S3 (SeaweedFS on 127.0.0.1),
-behind an Iceberg REST catalog (OAuth2 client credentials) and behind a SQL catalog on PostgreSQL.
+behind an Iceberg REST catalog (OAuth2 client credentials), behind a SQL catalog on PostgreSQL and
+behind a Hive metastore.
 
 Each topology runs the real ``lake_maintenance`` DAG (``dag.test()``, spark-submit jobs) with
 ``lake_default`` pointing at the server, and checks it with raw Spark (a second catalog
@@ -28,6 +29,7 @@ from demo_data import create_events_table
 from conftest import load_dag
 from lake_checks import (FakeTaskInstance, assert_lean_digest_matches, live_content_files, live_files,
                          plans_by_both_engines, spark_fingerprint, table_fingerprint)
+from metastore_server import hive_metastore  # noqa: F401 - the session fixture
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.spark_submit
@@ -230,6 +232,19 @@ def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, p
 
     table, _, _ = _maintain_and_verify(hook, spark, fs, name)
     assert table.location().startswith(f"s3://warehouse/{prefix}/")
+
+
+def test_maintenance_dag_on_s3_behind_a_hive_metastore(s3_lake, seaweedfs_server, hive_metastore, spark):  # noqa: F811
+    """A Hive metastore (2.3.9, the version pyspark's jars carry) whose warehouse is on S3: the
+    namespace and table go where the metastore says, and both faces commit under its locks."""
+    hook = s3_lake(seaweedfs_server.catalog_connection("hive", hive_metastore.uri, hive_metastore.warehouse,
+                                                       catalog_name="s3hive"))
+    assert hook.config.kind == "hive"
+    fs = seaweedfs_server.filesystem()
+    namespace = f"hive_{uuid.uuid4().hex[:8]}"
+    hook.catalog.create_namespace(namespace)
+    table, _, _ = _maintain_and_verify(hook, spark, fs, f"{namespace}.events")
+    assert table.location() == f"{hive_metastore.warehouse}/{namespace}.db/events"
 
 
 def test_s3_lake_without_the_s3a_jars_is_refused_before_a_jvm(monkeypatch, tmp_path, bad_input, airflow_db):

@@ -290,12 +290,21 @@ def _file_io(properties: dict[str, str], location: str):
     return load_file_io(properties, location)
 
 
+def _digest_at(catalog, location: str | None) -> TableDigest | None:
+    """The digest of the metadata file at ``location`` (a SQL or Hive catalog's pointer)."""
+    if not location:
+        return None
+    with _file_io(dict(catalog.properties), location).new_input(location).open() as stream:
+        return read_table_digest(stream.read(), metadata_location=location)
+
+
 def _read_digest_directly(catalog, kind: str, ident: TableIdentifier) -> TableDigest | None:
     """The digest read without PyIceberg's table model, or ``None`` where that is not possible
     (another catalog kind, the table not found, an answer other than 200: load_table says why).
 
-    Uses PyIceberg's SQL schema and its REST client's session and URL helpers (pinned to 0.12 in
-    pyproject, and covered by tests on both catalogs); a PyIceberg without them falls back too.
+    Uses PyIceberg's SQL schema, its Hive client and its REST client's session and URL helpers
+    (pinned to 0.12 in pyproject, and covered by tests on the three catalogs); a PyIceberg without
+    them falls back too.
     """
     try:
         if kind == "sql":
@@ -312,11 +321,19 @@ def _read_digest_directly(catalog, kind: str, ident: TableIdentifier) -> TableDi
             if type_filter is not None:
                 query = query.where(type_filter)
             with Session(catalog.engine) as session:
-                location = session.scalar(query)
-            if not location:
+                return _digest_at(catalog, session.scalar(query))
+        if kind == "hive":
+            from hive_metastore.ttypes import NoSuchObjectException
+
+            try:
+                database, table_name = catalog.identifier_to_database_and_table(ident.dotted)
+                with catalog._client as client:
+                    parameters = client.get_table(dbname=database, tbl_name=table_name).parameters or {}
+            except (NoSuchObjectException, ValueError):  # not found, or no Hive name: load_table says which
                 return None
-            with _file_io(dict(catalog.properties), location).new_input(location).open() as stream:
-                return read_table_digest(stream.read(), metadata_location=location)
+            if parameters.get("table_type", "").upper() != "ICEBERG":  # a Hive table of the same name
+                return None
+            return _digest_at(catalog, parameters.get("metadata_location"))
         if kind == "rest":
             from pyiceberg.catalog.rest import Endpoints
 
