@@ -18,18 +18,17 @@ from __future__ import annotations
 import json
 import os
 import shutil
-import signal
 import socket
 import subprocess
 import sys
 import tempfile
-import time
 from dataclasses import dataclass
 from pathlib import Path
 
 import pytest
 
 from ports import free_port
+from server_processes import stop_process_group, wait_until_serving
 
 HADOOP_CONF_ENV = "LAKE_TEST_METASTORE_HADOOP_CONF"
 JARS_ENV = "LAKE_TEST_METASTORE_JARS"
@@ -62,27 +61,15 @@ class HiveMetastore:
         with open(self.log, "w") as log:
             self.process = subprocess.Popen([sys.executable, __file__, str(self.port), str(self.root)], env=env,
                                             stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"The Hive metastore exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
-            try:
-                with socket.create_connection(("127.0.0.1", self.port), timeout=1):
-                    return
-            except OSError:
-                time.sleep(0.5)
-        self.stop()
-        raise TimeoutError(f"The Hive metastore did not listen within {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
+        wait_until_serving(self._listening, processes=[self.process], timeout=timeout, what="The Hive metastore",
+                           log=lambda: self.log.read_text()[-3000:], stop=self.stop)
+
+    def _listening(self) -> bool:
+        with socket.create_connection(("127.0.0.1", self.port), timeout=1):
+            return True
 
     def stop(self) -> None:
-        if self.process is None or self.process.poll() is not None:
-            return
-        os.killpg(self.process.pid, signal.SIGTERM)
-        try:
-            self.process.wait(timeout=20)
-        except subprocess.TimeoutExpired:
-            os.killpg(self.process.pid, signal.SIGKILL)
-            self.process.wait()
+        stop_process_group(self.process, grace=20)
 
 
 def serve(port: int, root: Path) -> None:

@@ -14,11 +14,9 @@ from __future__ import annotations
 
 import os
 import shutil
-import signal
 import subprocess
 import sys
 import tempfile
-import time
 import urllib.error
 import urllib.request
 import uuid
@@ -28,6 +26,7 @@ from pathlib import Path
 import pytest
 
 from ports import free_ports
+from server_processes import stop_process_group, wait_until_serving
 
 WAREHOUSE_BUCKET = "warehouse"
 TABLE_BUCKET = "tables"
@@ -170,36 +169,23 @@ class SeaweedFS:
         self._wait_ready(timeout=60)
 
     def _wait_ready(self, timeout: float) -> None:
-        deadline = time.monotonic() + timeout
-        fs_ = None
-        while True:
-            if self.process.poll() is not None:
-                raise RuntimeError(f"weed mini exited ({self.process.returncode}):\n{self.log.read_text()[-3000:]}")
+        store = self.filesystem()
+
+        def ready() -> bool:
+            # Any HTTP answer (its /v1/config answers even without credentials) means it is up.
             try:
-                # Any HTTP answer (its /v1/config answers even without credentials) means it is up.
-                try:
-                    urllib.request.urlopen(f"{self.rest_uri}/v1/config?warehouse={TABLE_BUCKET}", timeout=2).close()
-                except urllib.error.HTTPError:
-                    pass
-                fs_ = fs_ or self.filesystem()
-                fs_.get_file_info(fs_selector(WAREHOUSE_BUCKET))
-                return
-            except OSError:
+                urllib.request.urlopen(f"{self.rest_uri}/v1/config?warehouse={TABLE_BUCKET}", timeout=2).close()
+            except urllib.error.HTTPError:
                 pass
-            if time.monotonic() > deadline:
-                self.stop()
-                raise RuntimeError(f"weed mini was not ready in {timeout:.0f} s:\n{self.log.read_text()[-3000:]}")
-            time.sleep(0.3)
+            store.get_file_info(fs_selector(WAREHOUSE_BUCKET))
+            return True
+
+        wait_until_serving(ready, processes=[self.process], timeout=timeout, what="weed mini",
+                           log=lambda: self.log.read_text()[-3000:], stop=self.stop)
 
     def stop(self) -> None:
-        if self.process is not None and self.process.poll() is None:
-            os.killpg(self.process.pid, signal.SIGTERM)
-            try:
-                # Its data is thrown away: no need to wait long for a clean shutdown under load.
-                self.process.wait(timeout=5)
-            except subprocess.TimeoutExpired:
-                os.killpg(self.process.pid, signal.SIGKILL)
-                self.process.wait(timeout=10)
+        # Its data is thrown away: no need to wait long for a clean shutdown under load.
+        stop_process_group(self.process, grace=5)
 
 
 def fs_selector(bucket: str):

@@ -15,9 +15,7 @@ from __future__ import annotations
 
 import json
 import os
-import signal
 import subprocess
-import time
 import urllib.request
 import uuid
 from dataclasses import dataclass, field
@@ -28,6 +26,7 @@ import psutil
 import pyspark
 
 from ports import free_port
+from server_processes import stop_process_group, wait_until_serving
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
 _PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS", "SPARK_CONF_DIR")
@@ -99,18 +98,10 @@ class SparkStandaloneCluster:
                     "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
                     "--cores", str(self.worker_cores), "--memory", self.worker_memory,
                     "--work-dir", str(self.base / "work"), self.master_url)
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            for process in self._processes:
-                if process.poll() is not None:
-                    raise RuntimeError(f"A Spark daemon exited with {process.returncode}:\n{self.logs()}")
-            try:
-                if any(w.get("state") == "ALIVE" for w in self.state().get("workers", [])):
-                    return self
-            except OSError:
-                pass
-            time.sleep(0.5)
-        raise RuntimeError(f"The Spark worker did not register within {timeout:.0f} s:\n{self.logs()}")
+        wait_until_serving(lambda: any(w.get("state") == "ALIVE" for w in self.state().get("workers", [])),
+                           processes=self._processes, timeout=timeout, what="The Spark cluster (a registered worker)",
+                           log=self.logs, stop=self.stop)
+        return self
 
     def applications(self) -> list[dict[str, Any]]:
         """Every application the Master knows (running and completed)."""
@@ -137,16 +128,7 @@ class SparkStandaloneCluster:
     def stop(self) -> None:
         """Stop the Worker, then the Master (their process groups), then kill whatever is left."""
         for process in reversed(self._processes):
-            if process.poll() is None:
-                try:
-                    os.killpg(process.pid, signal.SIGTERM)
-                except ProcessLookupError:
-                    continue
-                try:
-                    process.wait(timeout=15)
-                except subprocess.TimeoutExpired:
-                    os.killpg(process.pid, signal.SIGKILL)
-                    process.wait(timeout=5)
+            stop_process_group(process, grace=15)
         leftovers = self._leftovers()
         for process in leftovers:
             try:
