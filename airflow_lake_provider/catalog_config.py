@@ -341,6 +341,21 @@ _NOT_CATALOG_PROPERTIES = ("type", "uri", "warehouse", "catalog_name", "credenti
                            "iceberg_runtime_provided", "spark_jars", "spark_packages")
 
 
+def other_catalog_way_out(kind: str) -> str:
+    """The sentence that follows the refusal of a catalog type the jobs cannot open (``glue``,
+    ``bigquery``...): its Iceberg REST endpoint, a ``rest`` catalog, is how it can be maintained."""
+    if kind == "glue":
+        return ("Open the Glue Data Catalog through its Iceberg REST endpoint instead: an 'iceberg_lake' connection "
+                "with catalog_kind 'rest', Host https://glue.REGION.amazonaws.com/iceberg, warehouse the AWS account "
+                "id, pyiceberg_properties {\"rest.sigv4-enabled\": \"true\", \"rest.signing-name\": \"glue\", "
+                "\"rest.signing-region\": \"REGION\"} and spark_properties {\"rest.auth.type\": \"sigv4\", "
+                "\"rest.signing-name\": \"glue\", \"rest.signing-region\": \"REGION\"} (the Spark jobs then need "
+                "org.apache.iceberg:iceberg-aws-bundle:1.10.2 in spark_packages or spark_jars), "
+                "as docs/connection.md shows.")
+    return (f"If the {kind!r} catalog also serves the Iceberg REST protocol, describe that endpoint instead: "
+            "catalog_kind 'rest' in an 'iceberg_lake' connection, with the endpoint as Host.")
+
+
 def config_from_iceberg_connection(conn_id: str, *, host: str | None, login: str | None, password: str | None,
                                    extra: dict[str, Any]) -> CatalogConfig:
     """The catalog an official ``iceberg`` connection describes, as this package opens it.
@@ -348,14 +363,14 @@ def config_from_iceberg_connection(conn_id: str, *, host: str | None, login: str
     Its fields suffice for a REST catalog (the official provider's purpose) and for SQL and Hive
     catalogs given by ``type`` and ``uri``; every other extra key is a catalog property both
     engines receive (``s3.endpoint``, ``s3.access-key-id``...). A catalog type this package's
-    Spark jobs cannot open (``glue``, ``bigquery``...) is refused with the way out.
+    Spark jobs cannot open (``glue``, ``bigquery``...) is refused with the way out
+    (:func:`other_catalog_way_out`).
     """
     kind = str(extra.get("type") or "rest").lower()
     if kind not in CATALOG_KINDS:
         raise LakeConfigError(
             f"Connection {conn_id!r} (type 'iceberg') describes a {kind!r} catalog; the maintenance jobs open "
-            f"{', '.join(CATALOG_KINDS)} catalogs. Put the Spark catalog settings of a {kind!r} catalog in an "
-            "'iceberg_lake' connection (catalog_kind plus spark_properties), see docs/connection.md.")
+            f"{', '.join(CATALOG_KINDS)} catalogs. {other_catalog_way_out(kind)}")
     user, secret = login or None, password or None
     credential = extra.get("credential")
     if credential and not (user or secret):  # the PyIceberg property spelt in the extra: "id:secret"

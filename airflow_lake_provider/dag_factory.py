@@ -148,8 +148,8 @@ def maintenance_chain(
 
     The group of :func:`~airflow_lake_provider.task_group.lake_maintenance_group` (its wiring is
     described there), every option a ``{{ params.x }}`` of :func:`maintenance_params`. Its task
-    ids are ``plan``, ``rewrite``, ``expire``, ``clean`` and ``plan_failed`` without a prefix,
-    as before the group existed (with ``acquire_lease`` and ``release_lease`` around them): users' REST calls, log links and alerts keep working. Returns
+    ids are ``plan``, ``rewrite``, ``expire``, ``clean`` without a prefix (with ``acquire_lease``
+    and ``release_lease``, the lease's setup and teardown, around them). Returns
     the group (``group.plan`` etc.), for DAGs that put something in front of it.
     """
     return lake_maintenance_group(

@@ -14,8 +14,8 @@ class LakeConfigError(LakeError, ValueError):
 class LakePlanRefused(LakeConfigError):
     """The planner cannot plan this table as asked, because of what the table holds (not a typo).
 
-    The message says what to do. In the maintenance DAG a refused plan fails its task, the
-    rewrite skips itself, and expiry and clean still run on the table.
+    The message says what to do. In the maintenance group a refused plan fails its task, the
+    steps after it do not run, and the run fails.
     """
 
 

@@ -9,8 +9,9 @@ Order of precedence for the Iceberg Spark runtime:
    and ``iceberg_runtime_provided`` is set).
 JDBC drivers come from ``$LAKE_JDBC_JAR_DIR`` or Debian's ``/usr/share/java``.
 S3A (an ``s3://``/``s3a://`` lake read through Hadoop): ``hadoop-aws`` and the AWS SDK bundle it
-was built against, from ``$LAKE_S3A_JAR_DIR`` or the cache ``scripts/bootstrap.sh`` fills
-(``$LAKE_JAR_CACHE``, default ``~/.cache/airflow-lake-provider/jars``).
+was built against, from ``$LAKE_S3A_JAR_DIR`` or the jar cache (``$LAKE_JAR_CACHE``, default
+``~/.cache/airflow-lake-provider/jars``, which ``scripts/bootstrap.sh`` fills in a source checkout);
+none is added when the user gives ``hadoop-aws`` as a jar or a package (:data:`S3A_PACKAGES`).
 """
 
 from __future__ import annotations
@@ -27,6 +28,11 @@ SPARK_MINOR = "3.5"
 _JDBC_JARS = {"sqlite": "sqlite-jdbc.jar", "postgresql": "postgresql.jar"}
 # A matched pair: hadoop-aws 3.3.1 was built against this SDK bundle; it runs on pyspark 3.5's Hadoop 3.3.4.
 S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
+# Where those two files come from on Maven Central (in S3A_JARS' order).
+S3A_JAR_COORDINATES = ("org.apache.hadoop:hadoop-aws:3.3.1", "com.amazonaws:aws-java-sdk-bundle:1.11.901")
+# The pair for Spark to resolve itself (spark.jars.packages): the hadoop-aws of pyspark 3.5's Hadoop
+# (hadoop-client 3.3.4) and the SDK bundle Hadoop 3.3.4 was built against.
+S3A_PACKAGES = ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")
 _JDBC_DEBIAN_PACKAGES = {"sqlite": "libxerial-sqlite-jdbc-java", "postgresql": "libpostgresql-jdbc-java"}
 
 
@@ -67,7 +73,7 @@ def jdbc_driver_jar(dialect: str) -> str:
 
 
 def jar_cache_dir() -> Path:
-    """Where ``scripts/bootstrap.sh`` caches downloaded jars (outside git)."""
+    """``$LAKE_JAR_CACHE``: where the S3A jars are looked for (``scripts/bootstrap.sh`` caches them there)."""
     return Path(os.environ.get("LAKE_JAR_CACHE") or Path.home() / ".cache" / "airflow-lake-provider" / "jars")
 
 
@@ -81,9 +87,12 @@ def s3a_jars() -> list[str]:
         raise LakeConfigError(
             f"The lake is on S3, which Spark reads through Hadoop's S3A, but {', '.join(missing)} "
             f"{'is' if len(missing) == 1 else 'are'} missing from {where} (Spark would fail with "
-            "'No FileSystem for scheme \"s3\"'). Run scripts/bootstrap.sh (it caches both jars), set "
-            f"LAKE_S3A_JAR_DIR to a directory holding {' and '.join(S3A_JARS)}, or give the connection "
-            "spark_packages ['org.apache.hadoop:hadoop-aws:3.3.4'] where Maven Central is reachable."
+            f"'No FileSystem for scheme \"s3\"'). Put {' and '.join(S3A_JARS)} there (from Maven Central: "
+            f"{' and '.join(S3A_JAR_COORDINATES)})"
+            f"{'' if override else ', or set LAKE_S3A_JAR_DIR to a directory holding them'}; or, where Maven "
+            "Central is reachable, let Spark fetch the pair for pyspark 3.5's Hadoop 3.3.4: set the connection's "
+            "spark_packages, or spark.jars.packages in the connection's or the operator's spark_conf, to "
+            f"'{','.join(S3A_PACKAGES)}'."
         )
     return [str(directory / name) for name in S3A_JARS]
 

@@ -61,7 +61,12 @@ def _make_bounded_rest_catalog():
 
         def __init__(self, name: str, **properties: str):
             self._lake_timeout = REST_OPEN_TIMEOUT
-            super().__init__(name, **properties)
+            try:
+                super().__init__(name, **properties)
+            except ModuleNotFoundError as error:
+                # PyIceberg's loader turns a module missing here (boto3 for SigV4) into "Could not
+                # initialize Catalog": raise it as an ImportError, which the hook names the extra for.
+                raise ImportError(str(error), name=error.name) from None
             self._lake_timeout = REST_TIMEOUT
 
         def _bound(self, session):

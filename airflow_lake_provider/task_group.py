@@ -1,18 +1,23 @@
 """``acquire_lease >> plan >> rewrite >> expire >> clean >> release_lease`` as one TaskGroup for any DAG.
 
 Each step reads its upstream results through ``XComArg``s of the task objects of its own group
-(``plan.output``, ``XComArg(plan, key="refused")``, ``rewrite.output``, ``expire.output``), never
-through task-id strings, so the chain keeps protecting its rewrite's snapshots in any DAG: twice
-in one DAG (two tables), inside other groups, with or without the group prefix.
-See docs/task-group.md.
+(``plan.output``, ``rewrite.output``, ``expire.output``), never through task-id strings, so the
+chain keeps protecting its rewrite's snapshots in any DAG: twice in one DAG (two tables), inside
+other groups, with or without the group prefix.
+
+The group's outcome is the steps' outcome, as Airflow expresses it: the lease's acquire and
+release are the group's setup and teardown, so the release always runs and never decides the
+run's state, and the group's leaves are its last step: ``group >> notify`` runs ``notify`` after
+a good run, and a failed step fails the run. See docs/task-group.md.
 """
 
 from __future__ import annotations
 
 from collections.abc import Mapping
+from datetime import timedelta
 from typing import Any
 
-from airflow.sdk import TaskGroup, XComArg, task
+from airflow.sdk import TaskGroup
 
 from airflow_lake_provider.core.approval import DeletionThreshold
 from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
@@ -24,14 +29,11 @@ from airflow_lake_provider.operators.lease import (
     IcebergAcquireLeaseOperator,
     IcebergReleaseLeaseOperator,
 )
-from airflow_lake_provider.operators.plan import (
-    REFUSED_XCOM_KEY,
-    IcebergRewritePlanOperator,
-)
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
 #: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
-PLAN, REWRITE, EXPIRE, CLEAN, PLAN_FAILED = "plan", "rewrite", "expire", "clean", "plan_failed"
+PLAN, REWRITE, EXPIRE, CLEAN = "plan", "rewrite", "expire", "clean"
 ACQUIRE_LEASE, RELEASE_LEASE = "acquire_lease", "release_lease"
 #: What ``lease=`` may set: the acquire operator's settings.
 LEASE_OPTIONS = ("ttl_seconds", "on_busy", "wait_timeout_seconds", "poke_interval_seconds", "holder")
@@ -68,10 +70,6 @@ class LakeMaintenanceGroup(TaskGroup):
         return self._task(CLEAN)
 
     @property
-    def plan_failed(self) -> Any:
-        return self._task(PLAN_FAILED)
-
-    @property
     def acquire_lease(self) -> IcebergAcquireLeaseOperator:
         return self._task(ACQUIRE_LEASE)
 
@@ -83,19 +81,6 @@ class LakeMaintenanceGroup(TaskGroup):
 def _given(**options: Any) -> dict[str, Any]:
     """The options a caller set: ``None`` leaves the operator's own default in place."""
     return {name: value for name, value in options.items() if value is not None}
-
-
-@task(task_id=PLAN_FAILED, trigger_rule="one_failed", retries=0)
-def _plan_failed(plan_task_id: str, ti=None) -> None:
-    """Fail the run when the plan failed, also when expiry and clean ran after it: never a green run.
-
-    Pulls by the plan's task id (the task object's, so its own group's plan) rather than an
-    ``XComArg``: a plan that failed before it ran pushed no ``refused`` key, and the XComArg
-    would fail this task with ``XComNotFound`` instead of the sentence below.
-    """
-    refusal = ti.xcom_pull(task_ids=plan_task_id, key=REFUSED_XCOM_KEY)
-    raise RuntimeError(f"The plan was refused: {refusal} Expiry and clean ran." if refusal
-                       else "The plan task failed; its log says why.")
 
 
 def lake_maintenance_group(
@@ -130,6 +115,7 @@ def lake_maintenance_group(
     cleanup_trigger_rule: str = "none_failed",
     lease: bool | Mapping[str, Any] = True,
     approve_deletions_over: DeletionThreshold | dict[str, Any] | None = None,
+    approval_timeout: timedelta | None = None,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -141,12 +127,11 @@ def lake_maintenance_group(
     step operators.
 
     Wiring, all through ``XComArg``s of this group's tasks: the rewrite takes ``plan.output``
-    (it checks the planned snapshot is still in the lineage) and ``XComArg(plan, key="refused")``;
-    expire protects ``rewrite.output`` (its result state and last commit); clean protects
-    ``rewrite.output`` and ``expire.output``. A skipped rewrite (empty plan) resolves to ``None``:
-    nothing to protect. Expire and clean run after a skipped rewrite under
-    ``cleanup_trigger_rule``. A refused plan fails the plan task, the rewrite skips itself, expiry
-    and clean still run, and ``plan_failed`` fails the run so the refusal is seen.
+    (it checks the planned snapshot is still in the lineage); expire protects ``rewrite.output``
+    (its result state and last commit); clean protects ``rewrite.output`` and ``expire.output``.
+    A skipped rewrite (empty plan) resolves to ``None``: nothing to protect. Expire and clean run
+    after a skipped rewrite under ``cleanup_trigger_rule``. A failed step (a refused plan
+    included) stops the steps after it and fails the run; the lease is given back all the same.
 
     :param table: ``namespace.table`` (templated).
     :param group_id: the TaskGroup's id; default: the table name with ``_`` for ``.``
@@ -157,9 +142,10 @@ def lake_maintenance_group(
         this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
     :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
     :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
-        before the plan takes the table's lease, every step checks and renews it, ``release_lease``
-        gives it back after clean whatever happened (``all_done``). ``True`` (default): the
-        acquire operator's defaults (wait up to 2 h for another run, ttl 1 h); a mapping sets them
+        (the group's setup) takes the table's lease before the plan, every step checks and renews
+        it, ``release_lease`` (its teardown) gives it back after clean whatever happened, without
+        deciding the run's state. ``True`` (default): the acquire operator's defaults (wait up to
+        2 h for another run, giving the worker slot back between asks; ttl 1 h); a mapping sets them
         (``ttl_seconds``, ``on_busy`` = ``"wait"``/``"skip"``/``"fail"``, ``wait_timeout_seconds``,
         ``poke_interval_seconds``, ``holder``; templated); ``False``: no lease (another run may
         then expire and clean while this one rewrites).
@@ -169,6 +155,8 @@ def lake_maintenance_group(
         ``approve_clean``) that waits for a person when the deletion goes over the threshold, and
         remove only what the gate passed. A reject skips the rest of the group's deletions.
         ``None`` (default): no previews, no gates (docs/operators/approval.md).
+    :param approval_timeout: how long a gate waits for a person; no answer in time fails the gate
+        and the run (no answer is no approval). ``None`` (default): it waits until answered.
     """
     templated = "{{" in table
     if group_id is None:
@@ -186,8 +174,11 @@ def lake_maintenance_group(
         if lease_options is not None:
             acquire = IcebergAcquireLeaseOperator(task_id=ACQUIRE_LEASE, table=table, lake_conn_id=lake_conn_id,
                                                   **_given(dry_run=dry_run), **lease_options)
-            # Every step holds the run's lease; without it (acquire skipped) a step skips itself.
-            common.update(lease=acquire.output, require_lease=True)
+            # Every step holds the run's lease; without it (acquire skipped) a step skips itself. A
+            # pull by the acquire task object's own id, not an XComArg: an XComArg would also add an
+            # edge from the setup to expire and clean, and Airflow allows only all_success tasks
+            # right after a setup (they run under cleanup_trigger_rule).
+            common.update(lease=f"{{{{ ti.xcom_pull(task_ids='{acquire.task_id}') }}}}", require_lease=True)
         plan = IcebergRewritePlanOperator(
             task_id=PLAN, **common,
             **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,
@@ -195,9 +186,7 @@ def lake_maintenance_group(
                      engine=engine),
         )
         rewrite = IcebergRewriteDataFilesOperator(
-            task_id=REWRITE, **common, plan=plan.output,
-            # Runs after a failed plan too: skips itself when the plan was refused, fails otherwise.
-            require_plan=True, plan_refusal=XComArg(plan, key=REFUSED_XCOM_KEY), trigger_rule="none_skipped",
+            task_id=REWRITE, **common, plan=plan.output, require_plan=True,
             **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
         )
         gated = approve_deletions_over is not None
@@ -217,7 +206,8 @@ def lake_maintenance_group(
         def gate(step: str, task_id: str, preview: Any, also_skip: list[str]) -> LakeDeletionApprovalOperator:
             return LakeDeletionApprovalOperator(
                 task_id=task_id, table=table, step=step, preview=preview.output, threshold=approve_deletions_over,
-                lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip])
+                lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip],
+                response_timeout=approval_timeout)
 
         if not gated:
             expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **_given(dry_run=dry_run))
@@ -236,12 +226,14 @@ def lake_maintenance_group(
             clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), approved=approve_clean.output,
                                                require_approval=True, **_given(dry_run=dry_run))
             plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
-        plan >> _plan_failed(plan_task_id=plan.task_id)
         if acquire is not None:
+            # Setup and teardown: the release runs after clean whatever happened (not when the
+            # acquire itself skipped or failed: then there is nothing to give back), and Airflow
+            # leaves it out of the run's state and of the group's leaves.
             release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=acquire.output,
-                                                  lake_conn_id=lake_conn_id, trigger_rule="all_done")
-            acquire >> plan
-            [acquire, clean] >> release
+                                                  lake_conn_id=lake_conn_id)
+            acquire.as_setup() >> plan
+            clean >> release.as_teardown(setups=acquire)
     return group
 
 

@@ -84,6 +84,7 @@ with DAG(
 
     rewrites = IcebergFleetRewriteOperator.partial(
         task_id="rewrite", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
+        release_leases=False,  # handed on to each table's expire; release_lease gives them back
     ).expand(work=select_work(plans.output))
 
     @task

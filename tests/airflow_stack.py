@@ -177,8 +177,8 @@ class AirflowStack:
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",
                         params={"full_content": "true"}).text
 
-    def xcom(self, dag_id: str, run_id: str, task_id: str):
-        response = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/return_value",
+    def xcom(self, dag_id: str, run_id: str, task_id: str, key: str = "return_value"):
+        response = self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/xcomEntries/{key}",
                             params={"deserialize": "true", "stringify": "false"})
         response.raise_for_status()
         return response.json()["value"]

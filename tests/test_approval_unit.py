@@ -131,7 +131,7 @@ def test_the_group_gates_each_deletion_only_when_asked_to(bad_input):
     assert gated.expire.require_approval and gated.clean.require_approval  # no answer from the gate: they skip
     assert gated.expire.trigger_rule == gated.clean.trigger_rule == "none_failed"  # a failed gate fails them
     assert {t.task_id for t in dag.tasks if t.task_id.startswith("ns_plain.")} == {
-        "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean", "ns_plain.plan_failed",
+        "ns_plain.plan", "ns_plain.rewrite", "ns_plain.expire", "ns_plain.clean",
         "ns_plain.acquire_lease", "ns_plain.release_lease"}
     assert plain.expire.downstream_task_ids == {"ns_plain.clean"}
 

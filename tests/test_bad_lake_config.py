@@ -135,11 +135,68 @@ def test_missing_s3a_jars_are_refused_before_spark(rest_table, tmp_path, monkeyp
         op.execute({"ti": FakeTaskInstance()})
     assert time.monotonic() - started < FAST
     message = str(raised.value)
-    assert "hadoop-aws-3.3.1.jar" in message and "LAKE_S3A_JAR_DIR" in message and "scripts/bootstrap.sh" in message
+    assert "hadoop-aws-3.3.1.jar" in message and "LAKE_S3A_JAR_DIR" in message and "spark.jars.packages" in message
     assert op._job_hook._submit_hook is None  # spark-submit never ran
     assert _state(good_id, table) == before
     bad_input("connection (S3 / REST)", "S3 lake, LAKE_S3A_JAR_DIR empty and no jar cache", raised.value,
               table_checked=True)
+
+
+def test_missing_s3a_jars_name_only_ways_out_a_pip_install_has(tmp_path, monkeypatch, bad_input):
+    """The wheel ships no scripts/: the refusal names the jars' Maven coordinates, the directory
+    settings and the Spark settings, and the job takes each of them (no JVM: the spark-submit
+    command is read). The packages are the hadoop-aws of pyspark's own Hadoop."""
+    from pathlib import Path
+
+    import pyspark
+
+    from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.jars import S3A_JAR_COORDINATES, S3A_JARS, S3A_PACKAGES
+
+    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "no-jars"))
+
+    def lake(**extra) -> IcebergLakeHook:
+        return IcebergLakeHook(_set(monkeypatch, {
+            "conn_type": "iceberg_lake", "host": f"sqlite:///{tmp_path}/catalog.db",
+            "extra": {"warehouse": "s3://warehouse/lake", "properties": {"s3.endpoint": "http://127.0.0.1:9"}, **extra}}))
+
+    def command(job: LakeSparkJobHook) -> list[str]:
+        work_dir = tmp_path / uuid.uuid4().hex
+        work_dir.mkdir()
+        return job.prepare("sql", {"statements": ["SELECT 1"]}, job.resolve_target(), work_dir).command()
+
+    job = LakeSparkJobHook(lake_hook=lake())
+    with pytest.raises(LakeConfigError) as raised:
+        job.run_job("sql", {"statements": ["SELECT 1"]})
+    assert job._submit_hook is None
+    message = str(raised.value)
+    assert "bootstrap" not in message and "scripts/" not in message
+    packages = ",".join(S3A_PACKAGES)
+    for named in (*S3A_JARS, *S3A_JAR_COORDINATES, "LAKE_S3A_JAR_DIR", "spark_packages", "spark.jars.packages", packages):
+        assert named in message, named
+    bad_input("connection", "warehouse s3://warehouse/lake, no S3A jars (installed with pip: no scripts/)", raised.value)
+
+    hadoop = sorted(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar"))
+    assert hadoop and S3A_PACKAGES[0] == f"org.apache.hadoop:hadoop-aws:{hadoop[0].stem.removeprefix('hadoop-client-api-')}"
+
+    # The connection's spark_packages, spark.jars.packages in its spark_conf or in the operator's:
+    # the packages go to spark-submit and no S3A jar is looked for.
+    for job in (LakeSparkJobHook(lake_hook=lake(spark_packages=packages)),
+                LakeSparkJobHook(lake_hook=lake(spark_conf={"spark.jars.packages": packages})),
+                LakeSparkJobHook(lake_hook=lake(), spark_conf={"spark.jars.packages": packages})):
+        submitted = command(job)
+        assert submitted[submitted.index("--packages") + 1] == packages
+        assert "hadoop-aws" not in submitted[submitted.index("--jars") + 1]
+    # The two files, under the names the message gives, in LAKE_S3A_JAR_DIR.
+    jar_dir = tmp_path / "s3a-jars"
+    jar_dir.mkdir()
+    for name in S3A_JARS:
+        (jar_dir / name).write_bytes(b"")
+    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(jar_dir))
+    submitted = command(LakeSparkJobHook(lake_hook=lake()))
+    shipped = submitted[submitted.index("--jars") + 1].split(",")
+    assert all(str(jar_dir / name) in shipped for name in S3A_JARS)
 
 
 def test_test_connection_on_real_seaweedfs(rest_table, monkeypatch):

@@ -91,7 +91,7 @@ def test_a_templated_false_dry_run_is_false(events):
     empty = IcebergRewritePlanOperator(task_id="plan", table=events, min_input_files=1000).execute(_context("plan"))
     assert empty["groups"] == []
     rewrite = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", table=events, plan=empty, dry_run="False", plan_refusal="None",
+        task_id="rewrite", table=events, plan=empty, dry_run="False",
         zorder_columns="['event_id', 'amount']", strategy="zorder", max_commit_attempts="5",
         commit_retry_backoff_seconds="0.5", max_commits="4")
     result = rewrite.execute(_context("rewrite"))
@@ -171,6 +171,20 @@ def test_the_plan_operator_finds_its_consumers_without_importing_them():
     source = Path(plan_module.__file__).read_text()
     assert "operators.rewrite" not in source
     assert IcebergRewriteDataFilesOperator.consumes_plan and not IcebergRewritePlanOperator.consumes_plan
+
+
+def test_the_rewrite_doc_gives_use_starting_sequence_number_the_default_the_job_uses():
+    """One default, the job's (``SAFE_OPTION_DEFAULTS``), not Iceberg's true, wherever the page names one."""
+    from airflow_lake_provider.jobs.rewrite import SAFE_OPTION_DEFAULTS
+
+    text = " ".join((Path(__file__).resolve().parent.parent / "docs" / "operators" / "rewrite.md").read_text().split())
+    default = SAFE_OPTION_DEFAULTS["use-starting-sequence-number"]
+    assert default == "false"
+    option = r"`?use[-_]starting[-_]sequence[-_]number`?"
+    stated = re.findall(rf"{option}\s*\(default (\w+)\)", text, re.I)  # `use-starting-sequence-number` (default X)
+    stated += re.findall(rf"{option}=(\w+),\s*# the default", text, re.I)  # the example's comment
+    stated += re.findall(rf"default \({option}=(\w+)\)", text, re.I)  # the operator's default (...=X)
+    assert stated and {value.lower() for value in stated} == {default}, stated
 
 
 @pytest.mark.parametrize(("doc", "contracts"), [

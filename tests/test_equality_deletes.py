@@ -15,6 +15,7 @@ from demo_data import _batch, create_events_table
 from airflow_lake_provider.jobs import plan as plan_job
 from airflow_lake_provider.jobs.rewrite import _java_map
 from airflow_lake_provider.core.planning import RewriteOptions, plan_table
+from airflow_lake_provider.hooks.lease import TableLeaseHook
 from equality_deletes import commit_equality_deletes
 
 
@@ -132,40 +133,7 @@ def _table_with_every_kind_of_delete(spark, lake_hook, name: str) -> None:
 
 
 @pytest.mark.spark_submit
-def test_dag_compacts_a_table_with_equality_deletes(airflow_db, spark, lake_hook, namespace):
-    from conftest import load_dag
-    from lake_checks import live_files, rows_by_pyiceberg, rows_by_spark
-
-    name = f"{namespace}.events"
-    _table_with_every_kind_of_delete(spark, lake_hook, name)
-    rows_before = rows_by_spark(spark, name)
-    table = lake_hook.load_table(name)
-    files_before, snapshot_before = live_files(table), table.current_snapshot().snapshot_id
-    assert files_before == {"DATA": 25, "POSITION_DELETES": 24, "EQUALITY_DELETES": 2}
-    assert [r for r in rows_before if r[0] in (0, 11, 60, 200)] == []
-    assert [r[2] for r in rows_before if r[0] == 30] == ["z"]  # only the row written after the delete
-
-    run = load_dag("lake_maintenance.py", "lake_maintenance").test(run_conf={"table": name, **DAG_CONF})
-    assert run.state == "success"
-    xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
-
-    assert xcom["plan"]["engine"] == "spark" and xcom["plan"]["snapshot_id"] == snapshot_before
-    assert xcom["plan"]["totals"]["files"] == 25 and xcom["plan"]["totals"]["delete_files"] == 26
-    assert rows_by_spark(spark, name) == rows_before  # every row, deleted ones still deleted, key 30 once
-    table = lake_hook.load_table(name)
-    assert live_files(table) == {"DATA": 3, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
-    assert xcom["rewrite"]["removed_equality_delete_files"] == 2
-    assert rows_by_pyiceberg(table) == rows_before  # no equality deletes left: PyIceberg reads it and agrees
-    history = {s.snapshot_id for s in table.snapshots()}
-    assert xcom["rewrite"]["snapshot_id_before"] == snapshot_before
-    assert set(xcom["rewrite"]["committed_snapshot_ids"]) <= history
-    assert table.current_snapshot().snapshot_id == xcom["rewrite"]["snapshot_id_after"]
-    assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
-    assert xcom["clean"]["orphan_file_count"] == 0
-
-
-@pytest.mark.spark_submit
-def test_a_refused_plan_still_lets_expiry_and_clean_run_and_fails_the_run(airflow_db, spark, lake_hook, namespace):
+def test_a_refused_plan_fails_the_run_touches_nothing_and_gives_the_lease_back(airflow_db, spark, lake_hook, namespace):
     from conftest import load_dag
 
     name = f"{namespace}.events"
@@ -178,15 +146,15 @@ def test_a_refused_plan_still_lets_expiry_and_clean_run_and_fails_the_run(airflo
     # A filter through the partitions needs PyIceberg's metrics; equality deletes need Spark: refused.
     run = load_dag("lake_maintenance.py", "lake_maintenance").test(
         run_conf={"table": name, "partition_filter": "event_id < 25", **DAG_CONF})
-    states = {task: run.get_task_instance(task).state for task in ("plan", "rewrite", "expire", "clean", "plan_failed")}
-    assert states == {"plan": "failed", "rewrite": "skipped", "expire": "success", "clean": "success",
-                      "plan_failed": "failed"}
+    states = {ti.task_id: ti.state for ti in run.get_task_instances()}
+    assert states == {"acquire_lease": "success", "plan": "failed", "rewrite": "upstream_failed",
+                      "expire": "upstream_failed", "clean": "upstream_failed", "release_lease": "success"}
     assert run.state == "failed"
     refusal = run.get_task_instance("plan").xcom_pull(task_ids="plan", key="refused")
     assert "equality delete files" in refusal and "partition boundaries" in refusal
     table = lake_hook.load_table(name)
-    assert table.current_snapshot().snapshot_id == current  # nothing rewritten...
-    assert len(table.snapshots()) == 1 < snapshots_before  # ...but the history was expired
+    assert table.current_snapshot().snapshot_id == current and len(table.snapshots()) == snapshots_before
+    assert not TableLeaseHook(lake_hook).load(name)[1].held
     assert len(spark.table(f"lake.{name}").collect()) == rows_before
 
 

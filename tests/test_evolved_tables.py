@@ -1,8 +1,9 @@
 """Tables whose partition spec and schema evolved: compacted onto the current spec, rows identical.
 
 The table is built the way a long-lived table gets there: ``day(ts)``, then ``hour(ts)``, then a
-bucket on ``event_id`` added, with small files appended under every spec (and, for the DAG test,
-columns added, renamed and dropped between them).
+bucket on ``event_id`` added, with small files appended under every spec (and, with
+``evolve_schema``, columns added, renamed and dropped between them). The maintenance group runs on
+such a table in tests/test_table_kinds.py.
 """
 
 from __future__ import annotations
@@ -13,8 +14,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.jobs import rewrite as rewrite_job
-from conftest import load_dag
-from lake_checks import files_by_spec, live_files, spark_fingerprint, table_fingerprint
+from lake_checks import files_by_spec, spark_fingerprint, table_fingerprint
 
 UTC = dt.timezone.utc
 APPENDS_PER_SPEC = 4
@@ -110,41 +110,3 @@ def test_files_of_older_specs_are_compacted_and_every_group_is_confirmed(spark, 
                if g["partition"] == "ts_hour=null/id_bucket_8=null") == old_spec_files
     assert set(files_by_spec(table)) == {2}
     assert (table_fingerprint(table), spark_fingerprint(spark, name)) == before
-
-
-@pytest.mark.spark_submit
-def test_dag_compacts_an_evolved_table_onto_the_current_spec(airflow_db, spark, lake_hook, namespace):
-    name = f"{namespace}.evolved"
-    table = create_evolved_table(lake_hook.catalog, name, evolve_schema=True)
-    spark.sql(f"DELETE FROM lake.{name} WHERE event_id % 7 = 0")  # merge-on-read deletes on files of every spec
-    table = lake_hook.load_table(name)
-    assert [f.name for f in table.schema().fields] == ["event_id", "ts", "comment", "country"]
-    by_spec = files_by_spec(table)
-    assert set(by_spec) == {0, 1, 2} and live_files(table)["POSITION_DELETES"] > 0
-    before = table_fingerprint(table), spark_fingerprint(spark, name)
-    snapshot_before = table.current_snapshot().snapshot_id
-
-    dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "min_input_files": 2, "override_table_retention": True,
-                             "expire_older_than_hours": 0, "retain_last": 1})
-    assert run.state == "success"
-    assert {ti.task_id: ti.state for ti in run.get_task_instances()} == {
-        **dict.fromkeys(("acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"), "success"),
-        "plan_failed": "skipped"}
-    plan, rewrite = (run.get_task_instance(t).xcom_pull(task_ids=t) for t in ("plan", "rewrite"))
-
-    table = lake_hook.load_table(name)
-    # Every row identical over the current schema, read back by PyIceberg and by Spark.
-    assert (table_fingerprint(table), spark_fingerprint(spark, name)) == before
-    # Every live file under the current spec, fewer of them, and no delete file left.
-    assert table.spec().spec_id == 2 and rewrite["output_spec_id"] == 2
-    assert set(files_by_spec(table)) == {2}
-    assert sum(files_by_spec(table).values()) < sum(by_spec.values())
-    assert live_files(table)["POSITION_DELETES"] == 0
-    # Snapshot IDs in XCom are the table's.
-    assert plan["snapshot_id"] == rewrite["snapshot_id_before"] == snapshot_before
-    assert rewrite["failed_groups"] == [] and rewrite["rewritten_data_files"] == plan["totals"]["files"]
-    assert plan["totals"]["files"] >= by_spec[0] + by_spec[1]  # every file of the older specs
-    assert rewrite["snapshot_id_after"] == table.current_snapshot().snapshot_id
-    # The last commit stays (a retried rewrite finds it); the earlier data commit may expire in the same run.
-    assert rewrite["committed_snapshot_ids"][-1] in {s.snapshot_id for s in table.snapshots()}

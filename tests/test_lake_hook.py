@@ -96,6 +96,69 @@ def test_missing_table_is_named(lake_hook, namespace, bad_input):
     bad_input("table", "'nowhere.events' (no such namespace)", raised.value)
 
 
+def test_a_missing_table_on_the_embedded_stand_in_says_the_connection_was_not_found(monkeypatch, tmp_path, lake_home,
+                                                                                   bad_input):
+    """No connection lake_default where the task runs: the embedded lake stands in (one info line in
+    the log), and a table missing from it says so, with how to define the connection."""
+    monkeypatch.delenv("AIRFLOW_CONN_LAKE_DEFAULT", raising=False)
+    with pytest.raises(LakeTableNotFound) as raised:
+        IcebergLakeHook().load_table("sales.orders_missing")
+    message = str(raised.value)
+    assert message.startswith(
+        f"Table 'sales.orders_missing' does not exist in catalog 'lake' (sqlite:///{lake_home}/catalog.db). "
+        "No connection 'lake_default' was found, so the embedded lake ($LAKE_HOME) was used instead")
+    assert "AIRFLOW_CONN_LAKE_DEFAULT" in message and "Airflow UI" in message and "\n" not in message
+    bad_input("table", "'sales.orders_missing' with no connection lake_default (the embedded lake stood in)", raised.value)
+
+    # The connection exists and the table is missing: the sentence as before, nothing about a stand-in.
+    _set_connection(monkeypatch, "lake_default", host=f"sqlite:///{tmp_path}/c.db",
+                    extra={"warehouse": f"file://{tmp_path}/w"})
+    with pytest.raises(LakeTableNotFound) as raised:
+        IcebergLakeHook().load_table("sales.orders_missing")
+    assert str(raised.value) == f"Table 'sales.orders_missing' does not exist in catalog 'lake' (sqlite:///{tmp_path}/c.db)."
+
+
+def test_a_glue_catalog_is_refused_with_a_way_out_the_hook_accepts(monkeypatch, bad_input):
+    """The refusal of a Glue catalog (the official connection's type, or catalog_kind) describes Glue's
+    Iceberg REST endpoint; the connection built from the sentence itself is one the hook opens."""
+    import re
+
+    from airflow_lake_provider.catalog_config import config_from_iceberg_connection
+
+    with pytest.raises(LakeConfigError) as official:
+        config_from_iceberg_connection("iceberg_default", host=None, login=None, password=None, extra={"type": "glue"})
+    _set_connection(monkeypatch, "glue_kind", host="https://glue.eu-west-1.amazonaws.com",
+                    extra={"catalog_kind": "glue", "warehouse": "123456789012"})
+    with pytest.raises(LakeConfigError) as own:
+        IcebergLakeHook("glue_kind").config
+    bad_input("connection", "catalog_kind 'glue'", own.value)
+    for refused in (official, own):
+        message = str(refused.value)
+        assert "catalog_kind 'rest'" in message and "catalog_kind plus spark_properties" not in message, message
+
+        said = message.replace("REGION", "eu-west-1")
+        fields = {
+            "host": re.search(r"Host (https://\S+?),", said).group(1),
+            "extra": {"catalog_kind": re.search(r"catalog_kind '(\w+)'", said).group(1), "warehouse": "123456789012",
+                      "pyiceberg_properties": json.loads(re.search(r"pyiceberg_properties (\{.*?\})", said).group(1)),
+                      "spark_properties": json.loads(re.search(r" spark_properties (\{.*?\})", said).group(1))},
+        }
+        _set_connection(monkeypatch, "glue_rest", **fields)
+        hook = IcebergLakeHook("glue_rest")
+        config = hook.config  # accepted
+        assert (config.kind, config.uri) == ("rest", "https://glue.eu-west-1.amazonaws.com/iceberg")
+        props = config.pyiceberg_catalog_properties()
+        assert (props["rest.sigv4-enabled"], props["rest.signing-name"], props["rest.signing-region"]) == (
+            "true", "glue", "eu-west-1")
+        spark = config.spark_catalog_conf()
+        assert spark["spark.sql.catalog.lake.rest.auth.type"] == "sigv4"
+        assert spark["spark.sql.catalog.lake.warehouse"] == "123456789012" and "oauth2-server-uri" not in str(spark)
+        # PyIceberg signs with boto3; without it the hook names the extra that brings it (nothing is sent).
+        monkeypatch.setitem(sys.modules, "boto3", None)
+        with pytest.raises(LakeConfigError, match=r"pip install 'pyiceberg\[rest-sigv4\]'"):
+            hook.get_catalog()
+
+
 def test_missing_jar_override_is_reported(monkeypatch, bad_input):
     monkeypatch.setenv("LAKE_ICEBERG_RUNTIME_JAR", "/nonexistent/iceberg.jar")
     with pytest.raises(LakeConfigError, match="LAKE_ICEBERG_RUNTIME_JAR") as raised:

@@ -24,6 +24,7 @@ from airflow_lake_provider.core.lease import (
     held_by,
     holder_name,
     lease_from_xcom,
+    lease_table_name,
     new_lease,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -34,13 +35,13 @@ NOW = 1_800_000_000_000
 TOKEN = "0" * 31 + "1"
 
 
-def _state(*, snapshots=3, lease_tag=7, fences=None, record=None) -> LeaseState:
-    return LeaseState("db.events", snapshots, 7, lease_tag, {} if fences is None else fences, record)
+def _state(*, lease_tag=7, fences=None, record=None) -> LeaseState:
+    return LeaseState("db.events", 7, lease_tag, {} if fences is None else fences, record)
 
 
 def _record(holder="dep/dag_a/run_1", expires=NOW + 60_000, token=TOKEN) -> Lease:
     return Lease(table="db.events", holder=holder, token=token, acquired_at_ms=NOW - 1000, expires_at_ms=expires,
-                 ttl_seconds=61, snapshot_id=7)
+                 ttl_seconds=61)
 
 
 # == pure decisions ==
@@ -57,12 +58,12 @@ def test_the_decision_for_every_state_of_the_lease():
     assert decide_acquire(held, "dep/dag_a/run_1", NOW).action is Action.ADOPT  # a retried acquire task
     expired = decide_acquire(held, "me", NOW + 60_000)
     assert expired.action is Action.TAKE_OVER and "held by dep/dag_a/run_1 expired at" in expired.sentence
-    assert decide_acquire(_state(snapshots=0, lease_tag=None), "me", NOW).action is Action.NOT_NEEDED
     # Tags and record that disagree (edited by hand): nobody can tell who holds it.
     for broken in (_state(fences={}, record=_record()), _state(fences={TOKEN: 7}, record=None),
                    _state(lease_tag=None, fences={TOKEN: 7}), _state(fences={TOKEN: 7, "f" * 32: 7}, record=_record())):
         decision = decide_acquire(broken, "me", NOW)
-        assert decision.action is Action.BROKEN and "DROP TAG" in decision.sentence, broken
+        assert decision.action is Action.BROKEN, broken
+        assert f"DROP TABLE {lease_table_name('db.events')}" in decision.sentence, broken
 
 
 def test_a_lease_is_this_runs_only_while_its_fence_tag_is_there():
@@ -79,8 +80,13 @@ def test_a_lease_is_this_runs_only_while_its_fence_tag_is_there():
 
 def test_the_record_travels_as_json_and_names_its_holder():
     lease = new_lease("db.events", holder_name("host1", "dag_a", "manual__1", -1), LeaseSettings(ttl_seconds=60),
-                      NOW, 7)
+                      NOW)
     assert lease.holder == "host1/dag_a/manual__1" and len(lease.token) == 32
+    assert lease.lease_table == lease_table_name("db.events")
+    # Lower case (REST servers refuse upper case), readable, and distinct for names differing in case only.
+    assert lease_table_name("Sales.Events").startswith("lake_maintenance.sales__events_")
+    assert lease_table_name("Sales.Events") != lease_table_name("sales.events")
+    assert lease_table_name("a__b.c") != lease_table_name("a.b__c")
     assert lease.expires_at_ms == NOW + 60_000 and lease.expires_at.endswith("+00:00")
     assert holder_name("h", "d", "r", 3) == "h/d/r/3"
     assert Lease.from_property("db.events", lease.property_value()) == lease
@@ -139,13 +145,18 @@ def test_the_group_wires_acquire_before_the_plan_and_release_after_everything():
         group = lake_maintenance_group(table="db.events", lease={"on_busy": "skip"})
         plain = lake_maintenance_group(table="db.orders", lease=False)
     assert group.plan.upstream_task_ids == {group.acquire_lease.task_id}
-    assert group.release_lease.trigger_rule == "all_done"
+    # Setup and teardown: the release runs whatever the steps did, and never decides the run's state.
+    assert group.acquire_lease.is_setup and group.release_lease.is_teardown
+    assert group.release_lease.trigger_rule == "all_done_setup_success"
     assert group.release_lease.upstream_task_ids == {group.acquire_lease.task_id, group.clean.task_id}
+    assert [task.task_id for task in group.get_leaves()] == [group.clean.task_id]
+    assert group.acquire_lease.mode == "reschedule"  # waiting gives the worker slot back
     assert group.acquire_lease.on_busy == "skip"
     for step in (group.plan, group.rewrite, group.expire, group.clean):
-        assert step.lease.operator is group.acquire_lease and step.require_lease, step.task_id
+        assert f"task_ids='{group.acquire_lease.task_id}'" in step.lease and step.require_lease, step.task_id
+    dag.validate()  # what the DAG processor checks: a setup is followed only by all_success tasks
     assert plain.plan.lease is None and "db_orders.acquire_lease" not in dag.task_ids
-    assert len(dag.task_ids) == 12
+    assert len(dag.task_ids) == 10
 
 
 def test_the_lease_page_lists_every_key_of_the_acquire_tasks_xcom():
@@ -178,13 +189,22 @@ def _hook():
     return TableLeaseHook(IcebergLakeHook())
 
 
+def _lease_table(lake_hook, name):
+    return lake_hook.catalog.load_table(lease_table_name(name))
+
+
 def _lease_refs(lake_hook, name) -> dict[str, int]:
-    refs = lake_hook.load_table(name).metadata.refs
+    refs = _lease_table(lake_hook, name).metadata.refs
     return {ref: value.snapshot_id for ref, value in refs.items() if ref.startswith(LEASE_TAG)}
+
+
+def _lease_record(lake_hook, name) -> Lease | None:
+    return Lease.from_property(name, _lease_table(lake_hook, name).properties.get(LEASE_PROPERTY))
 
 
 def test_of_many_runs_taking_a_free_lease_at_once_exactly_one_wins(lake_hook, events):
     settings = LeaseSettings(ttl_seconds=60)
+    metadata_before = lake_hook.load_table(events).metadata_location
     for round_ in range(3):
         hooks = [_hook() for _ in range(6)]
         start = threading.Barrier(len(hooks))
@@ -202,20 +222,20 @@ def test_of_many_runs_taking_a_free_lease_at_once_exactly_one_wins(lake_hook, ev
         winners = [lease for lease in results.values() if lease is not None]
         assert len(results) == 6 and len(winners) == 1, results
         winner = winners[0]
-        current = lake_hook.load_table(events).current_snapshot().snapshot_id
+        current = _lease_table(lake_hook, events).current_snapshot().snapshot_id
         assert _lease_refs(lake_hook, events) == {LEASE_TAG: current, fence_tag(winner.token): current}
-        record = Lease.from_property(events, lake_hook.load_table(events).properties[LEASE_PROPERTY])
-        assert record == winner
+        assert _lease_record(lake_hook, events) == winner
         assert _hook().release(winner).startswith("Released")
-    table = lake_hook.load_table(events)
-    assert _lease_refs(lake_hook, events) == {} and LEASE_PROPERTY not in table.properties
+    assert _lease_refs(lake_hook, events) == {} and _lease_record(lake_hook, events) is None
+    # The maintained table's metadata was never touched.
+    assert lake_hook.load_table(events).metadata_location == metadata_before
 
 
 def test_two_runs_taking_a_free_lease_from_the_same_read_one_commit_is_refused(lake_hook, events):
     """The race pinned down: both read "free", both commit; the catalog refuses the second (the lease
     tag is no longer absent), so only the first run holds it, whatever the read-back would see."""
     first, second = _hook(), _hook()
-    seen_by_first, seen_by_second = first.load(events), second.load(events)
+    seen_by_first, seen_by_second = first.load(events, create=True), second.load(events)
     assert not seen_by_first[1].held and not seen_by_second[1].held
     settings = LeaseSettings(ttl_seconds=60)
     won = first._take(*seen_by_first, "dep/dag_a/run_1", settings)
@@ -235,11 +255,11 @@ def test_an_expired_lease_is_taken_over_and_its_old_holder_can_neither_renew_nor
     assert "held by dep/dag_a/run_1 expired at" in decision.sentence
     assert set(_lease_refs(lake_hook, events)) == {LEASE_TAG, fence_tag(new.token)}
     with pytest.raises(LeaseLost, match="dep/dag_b/run_2 took it over"):
-        hook.renew(old, move_tags=True)
+        hook.renew(old)
     assert "Nothing to release" in hook.release(old)
     # The new holder's lease is untouched by the old holder's attempts; it renews and releases.
     assert set(_lease_refs(lake_hook, events)) == {LEASE_TAG, fence_tag(new.token)}
-    renewed = hook.renew(new, move_tags=False)
+    renewed = hook.renew(new)
     assert renewed.expires_at_ms > new.expires_at_ms and renewed.token == new.token
     assert hook.release(renewed).startswith("Released")
 
@@ -263,18 +283,33 @@ def test_a_takeover_from_a_stale_read_fails_even_on_a_single_snapshot_table(lake
     taken = slow._take(stale_table, stale_state, "dep/dag_c/run_3", LeaseSettings(ttl_seconds=60))
     assert taken is None  # refused by the catalog: the old fence tag is gone
     assert set(_lease_refs(lake_hook, name)) == {LEASE_TAG, fence_tag(winner.token)}
-    record = Lease.from_property(name, lake_hook.load_table(name).properties[LEASE_PROPERTY])
-    assert record.holder == "dep/dag_b/run_2"
+    assert _lease_record(lake_hook, name).holder == "dep/dag_b/run_2"
 
 
-def test_a_table_without_snapshots_needs_no_lease(lake_hook, namespace):
+def test_a_missing_table_gets_no_lease_table_and_a_format_v3_table_takes_the_lease(lake_hook, namespace, spark):
+    """The lease never writes into the maintained table, so it works on tables PyIceberg cannot
+    write (format v3 with deletion vectors, written by Spark) and on tables without snapshots
+    alike; a typo makes no lease table."""
     import pyarrow as pa
 
-    name = f"{namespace}.empty"
-    lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64())]))
-    lease, decision = _hook().try_acquire(name, "dep/dag_a/run_1", LeaseSettings())
-    assert decision.action is Action.NOT_NEEDED and lease is not None and not lease.needed
-    assert "has no snapshot yet" in decision.sentence and _lease_refs(lake_hook, name) == {}
+    from airflow_lake_provider.exceptions import LakeTableNotFound
+
+    with pytest.raises(LakeTableNotFound, match=f"Table '{namespace}.nope' does not exist"):
+        _hook().try_acquire(f"{namespace}.nope", "dep/dag_a/run_1", LeaseSettings())
+    assert not lake_hook.catalog.table_exists(lease_table_name(f"{namespace}.nope"))
+    lake_hook.catalog.create_table(f"{namespace}.empty", schema=pa.schema([("id", pa.int64())]))
+    spark.sql(f"CREATE TABLE lake.{namespace}.v3 (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='3', "
+              "'write.delete.mode'='merge-on-read')")
+    spark.sql(f"INSERT INTO lake.{namespace}.v3 VALUES (1), (2), (3)")
+    spark.sql(f"DELETE FROM lake.{namespace}.v3 WHERE id = 2")
+    assert lake_hook.load_table(f"{namespace}.v3").format_version == 3
+    for name in (f"{namespace}.empty", f"{namespace}.v3"):
+        before = lake_hook.load_table(name).metadata_location
+        lease, decision = _hook().try_acquire(name, "dep/dag_a/run_1", LeaseSettings())
+        assert decision.action is Action.ACQUIRE and lease.needed, name
+        assert _hook().renew(lease).expires_at_ms >= lease.expires_at_ms
+        assert _hook().release(lease).startswith("Released")
+        assert lake_hook.load_table(name).metadata_location == before, name
 
 
 @pytest.mark.parametrize("kind", ["rest", "hive"])
@@ -303,7 +338,7 @@ def test_the_lease_holds_behind_a_rest_catalog_and_a_hive_metastore(kind, seawee
     catalog.create_table(name, schema=pa.schema([("id", pa.int64())])).append(pa.table({"id": [1, 2]}))
     settings = LeaseSettings(ttl_seconds=0.5)
     # Two runs from the same read of a free lease: the server refuses the second commit.
-    seen_by_first, seen_by_second = first.load(name), second.load(name)
+    seen_by_first, seen_by_second = first.load(name, create=True), second.load(name)
     won = first._take(*seen_by_first, "dep/dag_a/run_1", settings)
     assert won is not None and second._take(*seen_by_second, "dep/dag_b/run_2", settings) is None
     # Expired: taken over; a stale takeover from the same read is refused; the old holder cannot renew.
@@ -313,22 +348,30 @@ def test_the_lease_holds_behind_a_rest_catalog_and_a_hive_metastore(kind, seawee
     assert decision.action is Action.TAKE_OVER and taken.took_over_from == "dep/dag_a/run_1"
     assert first._take(*stale, "dep/dag_c/run_3", settings) is None
     with pytest.raises(LeaseLost, match="dep/dag_b/run_2 took it over"):
-        first.renew(won, move_tags=True)
+        first.renew(won)
     assert second.release(taken).startswith("Released")
     table = catalog.load_table(name)
     assert set(table.metadata.refs) == {"main"} and LEASE_PROPERTY not in table.properties
+    lease_table = catalog.load_table(lease_table_name(name))
+    assert set(lease_table.metadata.refs) == {"main"} and LEASE_PROPERTY not in lease_table.properties
 
 
 def test_the_acquire_task_waits_skips_or_fails_with_a_sentence_and_a_dry_run_takes_no_lease(lake_hook, events):
-    from airflow.sdk.exceptions import AirflowSkipException
+    from datetime import timezone
+
+    from airflow.sdk.exceptions import AirflowRescheduleException, AirflowSensorTimeout, AirflowSkipException
 
     from airflow_lake_provider.core.lease import LeaseBusy
     from airflow_lake_provider.operators.lease import IcebergAcquireLeaseOperator, IcebergReleaseLeaseOperator
     from lake_checks import FakeTaskInstance
 
+    class Rescheduled(FakeTaskInstance):
+        def get_first_reschedule_date(self, context):
+            return None  # the first ask
+
     def acquire(dag_id: str, **options):
         task = IcebergAcquireLeaseOperator(task_id="acquire_lease", table=events, holder="dep", **options)
-        return task.execute({"ti": FakeTaskInstance(dag_id=dag_id, run_id="manual__1")})
+        return task.execute({"ti": Rescheduled(dag_id=dag_id, run_id="manual__1")})
 
     held = acquire("dag_a", ttl_seconds="60")  # rendered text, coerced
     assert held["holder"] == "dep/dag_a/manual__1" and held["token"] and "secret" not in str(held).lower()
@@ -338,9 +381,15 @@ def test_the_acquire_task_waits_skips_or_fails_with_a_sentence_and_a_dry_run_tak
     assert str(skipped.value).endswith("This run skips its maintenance (on_busy='skip').")
     with pytest.raises(LeaseBusy, match="This run fails"):
         acquire("dag_b", on_busy="fail")
+    # Waiting gives the worker slot back: the task is rescheduled (by default), not sleeping in it.
+    task = IcebergAcquireLeaseOperator(task_id="acquire_lease", table=events, holder="dep", poke_interval_seconds=30)
+    with pytest.raises(AirflowRescheduleException) as rescheduled:
+        task.execute({"ti": Rescheduled(dag_id="dag_b", run_id="manual__1")})
+    assert 25 <= (rescheduled.value.reschedule_date - datetime.now(timezone.utc)).total_seconds() <= 31
     started = time.monotonic()
-    with pytest.raises(LeaseBusy, match=r"Waited 1 s \(wait_timeout_seconds\) for it; this run gives up."):
-        acquire("dag_b", on_busy="wait", wait_timeout_seconds=1, poke_interval_seconds=0.3)
+    with pytest.raises(AirflowSensorTimeout, match=busy + r".* Waited 1 s \(wait_timeout_seconds\) for it; "
+                                                          r"this run gives up."):
+        acquire("dag_b", on_busy="wait", wait_timeout_seconds=1, poke_interval_seconds=0.3, mode="poke")
     assert 1 <= time.monotonic() - started < 10
     refs_before = _lease_refs(lake_hook, events)
     dry = acquire("dag_b", dry_run=True)
@@ -407,8 +456,7 @@ def test_two_dags_racing_on_one_table_never_overlap_and_both_end_well(airflow, l
     table = lake_hook.load_table(name)
     assert live_files(table)["DATA"] == 2
     assert table_fingerprint(table) == before
-    assert not [ref for ref in table.metadata.refs if ref.startswith(LEASE_TAG)]
-    assert LEASE_PROPERTY not in table.properties
+    assert _lease_refs(lake_hook, name) == {} and _lease_record(lake_hook, name) is None
     assert FENCE_TAG_PREFIX.startswith(LEASE_TAG)
     waited = leases[second]["acquired_at_ms"] / 1000 - leases[first]["acquired_at_ms"] / 1000
     import generated_pages
@@ -429,20 +477,15 @@ def _step(lease, table: str | None = None, **kwargs):
 
 
 def test_a_leased_step_renews_its_runs_lease_and_refuses_anothers(lake_hook, events):
-    import pyarrow as pa
     from airflow.sdk.exceptions import AirflowSkipException
 
     hook = _hook()
     mine, _ = hook.try_acquire(events, "dep/dag_a/run_1", LeaseSettings(ttl_seconds=60))
-    table = lake_hook.load_table(events)
-    table.append(pa.Table.from_pylist(table.scan(limit=1).to_arrow().to_pylist(), schema=table.schema().as_arrow()))
-    current = lake_hook.load_table(events).current_snapshot().snapshot_id
-    assert current != mine.snapshot_id
     step = _step(mine.to_json())
+    time.sleep(0.01)
     step.pre_execute(context={})
-    # Renewed, and its tags moved to the current snapshot: they pin nothing the step may expire.
-    assert step._held_lease.expires_at_ms >= mine.expires_at_ms and step._held_lease.snapshot_id == current
-    assert _lease_refs(lake_hook, events) == {LEASE_TAG: current, fence_tag(mine.token): current}
+    assert step._held_lease.expires_at_ms > mine.expires_at_ms and step._held_lease.token == mine.token
+    assert _lease_record(lake_hook, events) == step._held_lease
     # Another run's step (its lease released, this one's taken) refuses before reading the table.
     hook.release(step._held_lease)
     other, _ = hook.try_acquire(events, "dep/dag_b/run_2", LeaseSettings(ttl_seconds=60))
@@ -463,7 +506,7 @@ def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lo
     expiry = step._held_lease.expires_at_ms
     with step._while_job_runs():
         time.sleep(1.5)
-    record = Lease.from_property(events, lake_hook.load_table(events).properties[LEASE_PROPERTY])
+    record = _lease_record(lake_hook, events)
     assert record.token == mine.token and record.expires_at_ms > expiry
     with pytest.raises(LeaseLost, match="it was released"):
         with step._while_job_runs():

@@ -32,16 +32,17 @@ def test_the_group_wires_each_step_to_its_own_groups_tasks():
     assert first.group_id == "db_events" and second.rewrite.task_id == "outer.orders.rewrite"
     for group in (first, second):
         assert group.rewrite.plan.operator is group.plan
-        assert group.rewrite.plan_refusal.operator is group.plan and group.rewrite.plan_refusal.key == "refused"
         assert group.expire.protected_snapshot_ids.operator is group.rewrite
         assert [arg.operator for arg in group.clean.protected_snapshot_ids] == [group.rewrite, group.expire]
         assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id,
                                                  group.acquire_lease.task_id}
-        assert group.plan_failed.op_kwargs["plan_task_id"] == group.plan.task_id
-    assert len(dag.task_ids) == 14  # each group: acquire_lease, the four steps, plan_failed, release_lease
+        # The group's leaves are its last step; the lease's release is its teardown.
+        assert [task.task_id for task in group.get_leaves()] == [group.clean.task_id]
+        assert group.release_lease.is_teardown and group.acquire_lease.is_setup
+    assert len(dag.task_ids) == 12  # each group: acquire_lease, the four steps, release_lease
+    dag.validate()  # what the DAG processor checks (a setup is followed only by all_success tasks)
     shipped = load_dag("lake_maintenance.py", "lake_maintenance")
-    assert set(shipped.task_ids) == {"acquire_lease", "plan", "rewrite", "expire", "clean", "plan_failed",
-                                     "release_lease"}
+    assert set(shipped.task_ids) == {"acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"}
 
 
 PROTECTED = "protected (pending work of an upstream task)"
@@ -250,3 +251,15 @@ def test_dag_honours_the_tables_own_retention_unless_overridden(airflow_db, lake
         "removed: on branch main, past min-snapshots-to-keep=2 (override: retain_last) and older than "
         "max-snapshot-age-ms=0 (0ms, override: older_than)")
     assert table_fingerprint(table) == fingerprint
+
+
+def test_every_shipped_and_test_dag_file_loads_as_the_dag_processor_loads_it():
+    """A DAG file the DAG processor refuses (an import error, a setup/teardown rule broken) never
+    runs: every file of dags/ and tests/dags/ must load with no import error."""
+    from airflow.dag_processing.dagbag import DagBag
+
+    from conftest import DAGS_FOLDER
+
+    bag = DagBag(dag_folder=str(DAGS_FOLDER))
+    assert bag.import_errors == {}
+    assert {"lake_maintenance", "lake_fleet_maintenance", "lake_outcomes", "lake_two_tables"} <= set(bag.dag_ids)

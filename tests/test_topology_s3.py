@@ -261,5 +261,5 @@ def test_s3_lake_without_the_s3a_jars_is_refused_before_a_jvm(monkeypatch, tmp_p
     with pytest.raises(LakeConfigError) as raised:
         LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
     assert time.monotonic() - started < 10  # no spark-submit was started
-    assert "hadoop-aws-3.3.1.jar" in str(raised.value) and "scripts/bootstrap.sh" in str(raised.value)
+    assert "hadoop-aws-3.3.1.jar" in str(raised.value) and "org.apache.hadoop:hadoop-aws:3.3.4" in str(raised.value)
     bad_input("connection", "warehouse s3://warehouse/lake, S3A jars not cached", raised.value)

@@ -331,6 +331,9 @@ class RewriteJobArgs(CommitRetry):
     rewrite_position_deletes: bool = False
     #: Options of ``rewritePositionDeletes``, limited to the same partitions as the data rewrite.
     position_delete_options: dict[str, str] = dataclasses.field(default_factory=lambda: {"rewrite-all": "true"})
+    #: After the data rewrite, remove every delete file no live data file needs, from metadata alone
+    #: (jobs/dangling_deletes.py). Off for a bare job, like ``rewrite_position_deletes``; the operator turns it on.
+    drop_dangling_deletes: bool = False
     rewrite_manifests: bool = False
     snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
 
@@ -400,6 +403,8 @@ class RewriteResult(Contract):
     failed_groups: tuple[dict[str, Any], ...] = ()
     attempts: tuple[dict[str, Any], ...] = ()
     position_deletes: dict[str, Any] | None = None
+    #: With ``drop_dangling_deletes``: the delete files removed because no live data file needed them.
+    dangling_deletes: dict[str, Any] | None = None
     manifests: dict[str, int] | None = None
     strategy: str = "binpack"
     planned_snapshot_id: int | None = None

@@ -1,9 +1,12 @@
 """One maintenance run per table at a time: the lease record, its expiry and every decision about it.
 
-The lease lives in the table's own metadata and changes only through the catalog's atomic commit
-(the hook, :mod:`airflow_lake_provider.hooks.lease`, makes the commits). Iceberg's commit
-requirements cannot assert a property's value, only where a ref points (or that it is absent), so
-the lease is held by refs:
+The lease of a table lives in a small **lease table** of its own, in the catalog's
+``lake_maintenance`` namespace (:func:`lease_table_name`), and changes only through the catalog's
+atomic commit on that table (the hook, :mod:`airflow_lake_provider.hooks.lease`, makes the
+commits). The maintained table's metadata is never touched: the lease works on every table the
+steps can maintain (formats v1 to v3, whoever wrote it), and the worker needs no commit rights on
+it. Iceberg's commit requirements cannot assert a property's value, only where a ref points (or
+that it is absent), so the lease is held by refs of the lease table:
 
 * the **lease tag** ``lake-maintenance-lease``: present while some run holds the lease. Taking a
   free lease requires it absent, so of two runs taking it at once exactly one commit succeeds;
@@ -15,10 +18,6 @@ the lease is held by refs:
 * the **lease property** ``lake.maintenance.lease``: the record (holder, token, times) as JSON,
   written in the same commits, for people and for the expiry decision.
 
-Both tags point at the table's current snapshot, moved to the then-current one whenever the
-holder renews at the start of a step, so they never pin a snapshot expiry or clean would remove;
-their own ``max-ref-age-ms`` is set very long so Iceberg never removes them as too old.
-
 Pure: no Airflow, no PyIceberg. Times are epoch milliseconds of the deciding worker's clock.
 """
 
@@ -26,6 +25,7 @@ from __future__ import annotations
 
 import dataclasses
 import enum
+import hashlib
 import json
 import re
 import uuid
@@ -40,8 +40,11 @@ from airflow_lake_provider.exceptions import LakeConfigError, LakeError
 LEASE_TAG = "lake-maintenance-lease"
 FENCE_TAG_PREFIX = f"{LEASE_TAG}-"
 LEASE_PROPERTY = "lake.maintenance.lease"
-#: The tags' own max-ref-age-ms: 100 years, so no table retention ever removes a lease tag as too old.
+#: The tags' own max-ref-age-ms: 100 years, so no retention ever removes a lease tag as too old.
 LEASE_TAG_MAX_REF_AGE_MS = 100 * 365 * 24 * 3600 * 1000
+#: The namespace of the lease tables, beside the maintained tables' own namespaces (so a listing of
+#: a user's namespace, e.g. the fleet's, never meets them).
+LEASE_NAMESPACE = "lake_maintenance"
 
 ON_BUSY_MODES = ("wait", "skip", "fail")
 #: Steps renew the lease when they start and every third of the ttl while their job runs, so the
@@ -61,6 +64,17 @@ class LeaseLost(LakeError):
     """This run no longer holds the lease it was given: a step refuses to touch the table."""
 
 
+def lease_table_name(table: str) -> str:
+    """The lease table of ``table`` (``namespace.table``): readable, lower case (REST servers such as
+    S3 Tables take no upper case), and unique through a hash of the exact name.
+
+    ``sales.Events`` -> ``lake_maintenance.sales__events_<8 hex>``.
+    """
+    readable = "__".join(table.split(".")).lower()[:80]
+    digest = hashlib.sha256(table.encode()).hexdigest()[:8]
+    return f"{LEASE_NAMESPACE}.{readable}_{digest}"
+
+
 def new_token() -> str:
     return uuid.uuid4().hex
 
@@ -78,11 +92,12 @@ def iso(ms: int | None) -> str | None:
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class Lease(Contract):
-    """The lease record: in the table's ``lake.maintenance.lease`` property and the acquire task's XCom.
+    """The lease record: in the lease table's ``lake.maintenance.lease`` property and the acquire task's XCom.
 
-    ``token`` is no secret: it names the holder's fence tag, visible in the table's refs to anyone
-    who may read the table. ``token=None`` means no lease was needed: a table without snapshots
-    has nothing to maintain, and a dry run (``dry_run``) changes nothing, not even the lease. ``took_over_from`` names the expired holder a takeover replaced.
+    ``token`` is no secret: it names the holder's fence tag, visible in the lease table's refs to
+    anyone who may read it. ``token=None`` means no lease was taken: a dry run (``dry_run``)
+    changes nothing, not even the lease. ``took_over_from`` names the expired holder a takeover
+    replaced.
     """
 
     what: ClassVar[str] = "maintenance lease"
@@ -93,13 +108,14 @@ class Lease(Contract):
     acquired_at_ms: int = 0
     expires_at_ms: int = 0
     ttl_seconds: float = DEFAULT_TTL_SECONDS
-    snapshot_id: int | None = None
     took_over_from: str | None = None
     dry_run: bool = False  # a dry run changes nothing, so it takes no lease (token None)
     expires_at: str | None = None  # ISO, derived: for people reading the XCom
+    lease_table: str | None = None  # derived: where the lease is held
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "expires_at", iso(self.expires_at_ms) if self.token else None)
+        object.__setattr__(self, "lease_table", lease_table_name(self.table))
 
     @property
     def needed(self) -> bool:
@@ -111,7 +127,7 @@ class Lease(Contract):
     def property_value(self) -> str:
         """The property's JSON: the record without the table (the property sits on it)."""
         record = self.to_json()
-        for derived in ("table", "expires_at", "dry_run"):
+        for derived in ("table", "expires_at", "dry_run", "lease_table"):
             record.pop(derived)
         return json.dumps(record, sort_keys=True)
 
@@ -171,11 +187,13 @@ class LeaseSettings:
 
 @dataclasses.dataclass(frozen=True)
 class LeaseState:
-    """What the table's metadata says about the lease: the tags and the record."""
+    """What the lease table's metadata says about the lease of ``table``: the tags and the record.
+
+    ``snapshot_id`` is the lease table's own snapshot, where a new lease's tags go.
+    """
 
     table: str
-    snapshot_count: int
-    current_snapshot_id: int | None
+    snapshot_id: int | None
     lease_tag: int | None  # the lease tag's snapshot, None when absent
     fences: Mapping[str, int]  # token -> its fence tag's snapshot
     record: Lease | None
@@ -193,17 +211,16 @@ class LeaseState:
 
 
 def read_state(table: str, refs: Mapping[str, tuple[str, int]], properties: Mapping[str, str],
-               snapshot_count: int, current_snapshot_id: int | None) -> LeaseState:
-    """The lease as the metadata holds it; ``refs`` maps a ref's name to ``(type, snapshot ID)``."""
+               snapshot_id: int | None) -> LeaseState:
+    """The lease as the lease table's metadata holds it; ``refs`` maps a ref's name to ``(type, snapshot ID)``."""
     fences = {name.removeprefix(FENCE_TAG_PREFIX): sid for name, (_, sid) in refs.items()
               if name.startswith(FENCE_TAG_PREFIX)}
     lease_tag = refs.get(LEASE_TAG)
-    return LeaseState(table, snapshot_count, current_snapshot_id, lease_tag[1] if lease_tag else None, fences,
+    return LeaseState(table, snapshot_id, lease_tag[1] if lease_tag else None, fences,
                       Lease.from_property(table, properties.get(LEASE_PROPERTY)))
 
 
 class Action(enum.Enum):
-    NOT_NEEDED = "not needed"  # the table has no snapshot: nothing to maintain, nothing to lease
     ACQUIRE = "acquire"  # free: take it (requirement: lease tag absent)
     ADOPT = "adopt"  # this very holder holds it already (a retried acquire task): renew it
     TAKE_OVER = "take over"  # held, but expired: take it (requirement: the old fence tag)
@@ -221,8 +238,6 @@ class Decision:
 def decide_acquire(state: LeaseState, holder: str, now_ms: int) -> Decision:
     """What a run named ``holder`` does to take the lease of ``state.table`` at ``now_ms``."""
     table, record = state.table, state.record
-    if state.snapshot_count == 0:
-        return Decision(Action.NOT_NEEDED, f"{table} has no snapshot yet: nothing to maintain, so no lease is taken.")
     if not state.consistent:
         return Decision(Action.BROKEN, broken_sentence(state))
     if not state.held:
@@ -246,10 +261,10 @@ def busy_sentence(record: Lease) -> str:
 def broken_sentence(state: LeaseState) -> str:
     tags = ", ".join([LEASE_TAG] * state.held + [fence_tag(t) for t in sorted(state.fences)]) or "no lease tag"
     return (f"The maintenance lease of {state.table} is inconsistent (tags: {tags}; property {LEASE_PROPERTY}: "
-            f"{'readable' if state.record else 'missing or unreadable'}), so no run can tell who holds it. Make sure "
-            f"no maintenance run is active on {state.table}, then drop those tags and the property (Spark SQL: ALTER "
-            f"TABLE {state.table} DROP TAG `<tag>`; ALTER TABLE {state.table} UNSET TBLPROPERTIES "
-            f"('{LEASE_PROPERTY}')).")
+            f"{'readable' if state.record else 'missing or unreadable'}) in its lease table "
+            f"{lease_table_name(state.table)}, so no run can tell who holds it. Make sure no maintenance run is "
+            f"active on {state.table}, then drop the lease table (Spark SQL: DROP TABLE "
+            f"{lease_table_name(state.table)}; the next run makes it again).")
 
 
 def held_by(state: LeaseState, lease: Lease) -> str | None:
@@ -267,15 +282,15 @@ def held_by(state: LeaseState, lease: Lease) -> str | None:
     return broken_sentence(state)
 
 
-def renewed(lease: Lease, now_ms: int, snapshot_id: int | None) -> Lease:
-    """The same lease, extended by its ttl from ``now_ms``, its tags on ``snapshot_id``."""
-    return lease.replace(expires_at_ms=now_ms + int(lease.ttl_seconds * 1000), snapshot_id=snapshot_id)
+def renewed(lease: Lease, now_ms: int) -> Lease:
+    """The same lease, extended by its ttl from ``now_ms``."""
+    return lease.replace(expires_at_ms=now_ms + int(lease.ttl_seconds * 1000))
 
 
-def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int, snapshot_id: int,
+def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int,
               took_over_from: Lease | None = None) -> Lease:
     return Lease(table=table, holder=holder, token=new_token(), acquired_at_ms=now_ms,
-                 expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=settings.ttl_seconds, snapshot_id=snapshot_id,
+                 expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=settings.ttl_seconds,
                  took_over_from=took_over_from.holder if took_over_from else None)
 
 

@@ -25,6 +25,7 @@ from airflow_lake_provider.catalog_config import (
     CatalogConfig,
     config_from_iceberg_connection,
     is_s3_location,
+    other_catalog_way_out,
 )
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier
@@ -115,7 +116,7 @@ class IcebergLakeHook(BaseHook):
         if kind not in CATALOG_KINDS:
             raise LakeConfigError(
                 f"Connection {self.lake_conn_id!r}: unknown catalog kind {kind!r}; expected one of "
-                f"{', '.join(CATALOG_KINDS)}."
+                f"{', '.join(CATALOG_KINDS)}." + (f" {other_catalog_way_out(kind)}" if kind == "glue" else "")
             )
         config = CatalogConfig(
             name=extra.get("catalog_name") or "lake",
@@ -166,8 +167,11 @@ class IcebergLakeHook(BaseHook):
                 except ForbiddenError:
                     pass
         except (ImportError, ModuleNotFoundError) as error:
+            hint = _INSTALL_HINT[config.kind]
+            if str(getattr(error, "name", "") or "").split(".")[0] in ("boto3", "botocore"):
+                hint = "pip install 'pyiceberg[rest-sigv4]'"  # PyIceberg signs SigV4 requests with boto3
             raise LakeConfigError(
-                f"The {config.kind} catalog needs an optional dependency ({error}): {_INSTALL_HINT[config.kind]}."
+                f"The {config.kind} catalog needs an optional dependency ({error}): {hint}."
             ) from None
         except Exception as error:
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
@@ -190,13 +194,25 @@ class IcebergLakeHook(BaseHook):
         except (NoSuchTableError, NoSuchNamespaceError):
             raise LakeTableNotFound(
                 f"Table {ident.dotted!r} does not exist in catalog {self.config.name!r}"
-                f" ({self.config.uri})."
+                f" ({self.config.uri}).{self._embedded_fallback_note()}"
             ) from None
         except OSError as error:  # a SQL or Hive catalog reads the metadata file from storage
             self._raise_storage_error(error)
         if is_s3_location(loaded.metadata_location):
             check_readable(loaded.io, loaded.metadata_location)
         return loaded
+
+    def _embedded_fallback_note(self) -> str:
+        """When the connection was not found and the embedded lake stood in for it: a sentence saying
+        so (the log's info line is easy to miss), and how to define the connection."""
+        if self._connection_and_extra[0] is not None:
+            return ""
+        return (
+            f" No connection {self.lake_conn_id!r} was found, so the embedded lake ($LAKE_HOME) was used instead: "
+            "if the table is in another catalog, define the connection where the task runs (the environment "
+            f"variable AIRFLOW_CONN_{self.lake_conn_id.upper()}, Admin > Connections in the Airflow UI, or a "
+            "secrets backend)."
+        )
 
     def _raise_storage_error(self, error: OSError) -> NoReturn:
         """Re-raise a failed read of a table's metadata file: as one sentence (:class:`LakeConfigError`)
@@ -237,15 +253,20 @@ class IcebergLakeHook(BaseHook):
         """The connection's ``iceberg_runtime_provided`` extra: the cluster's image has Iceberg's runtime."""
         return flag(self._extra.get("iceberg_runtime_provided"), "Connection field 'iceberg_runtime_provided'")
 
-    def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None) -> list[str]:
+    def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None,
+                   packages: list[str] | None = None) -> list[str]:
         """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A.
 
         With ``iceberg_runtime_provided`` (``None``: the connection's extra decides) no Iceberg
         runtime is added: the Spark installation the job runs on has it on its class path.
+        ``packages``: Maven coordinates the job gives besides the connection's ``spark_packages``
+        (``spark.jars.packages`` in a ``spark_conf``); an Iceberg runtime or ``hadoop-aws`` among
+        them is not added as a jar.
         """
         jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
         provided = self.iceberg_runtime_provided if iceberg_runtime_provided is None else iceberg_runtime_provided
-        return resolve_jars(self.config.jdbc_driver, extra_jars=jars, packages=self.spark_packages(),
+        return resolve_jars(self.config.jdbc_driver, extra_jars=jars,
+                            packages=[*self.spark_packages(), *(packages or [])],
                             s3a=self.config.spark_uses_s3a, iceberg_runtime_provided=provided)
 
     def spark_packages(self) -> list[str]:

@@ -1,14 +1,16 @@
 """The table's maintenance lease, taken and given back through the catalog's own atomic commit.
 
-Every change is one PyIceberg ``commit_table`` whose requirements (``assert-ref-snapshot-id`` on
-the lease and fence tags, see :mod:`airflow_lake_provider.core.lease`) the catalog checks against
-its current metadata in the same compare-and-swap that writes the new metadata: the SQL catalog's
-conditional UPDATE, the REST server's commit endpoint, the Hive catalog's lock. No JVM: the lease is
-taken in the Airflow worker before any Spark application starts.
+The lease is held in the table's lease table (:func:`~airflow_lake_provider.core.lease.lease_table_name`,
+made on first use: a format-v2 table of one row, written by PyIceberg), never in the maintained
+table. Every change is one PyIceberg ``commit_table`` on the lease table whose requirements
+(``assert-ref-snapshot-id`` on the lease and fence tags, see :mod:`airflow_lake_provider.core.lease`)
+the catalog checks against its current metadata in the same compare-and-swap that writes the new
+metadata: the SQL catalog's conditional UPDATE, the REST server's commit endpoint, the Hive
+catalog's lock. No JVM: the lease is taken in the Airflow worker before any Spark application starts.
 
-A commit refused because the table changed meanwhile (a writer's commit, another run's lease
-commit) is decided again on fresh metadata, so a run that lost the race sees the winner's lease.
-After each commit the metadata is read back: the fence tag of this run's token must be there.
+A commit refused because the lease table changed meanwhile (another run's lease commit) is decided
+again on fresh metadata, so a run that lost the race sees the winner's lease. After each commit the
+metadata is read back: the fence tag of this run's token must be there.
 """
 
 from __future__ import annotations
@@ -19,6 +21,7 @@ from typing import Any
 
 from airflow_lake_provider.core.lease import (
     FENCE_TAG_PREFIX,
+    LEASE_NAMESPACE,
     LEASE_PROPERTY,
     LEASE_TAG,
     LEASE_TAG_MAX_REF_AGE_MS,
@@ -31,6 +34,7 @@ from airflow_lake_provider.core.lease import (
     decide_acquire,
     fence_tag,
     held_by,
+    lease_table_name,
     new_lease,
     read_state,
     renewed,
@@ -56,14 +60,54 @@ class TableLeaseHook:
 
     # == reading ==
 
-    def load(self, table_name: str) -> tuple[Any, LeaseState]:
-        """The PyIceberg table and its lease state, both from one fresh metadata read."""
-        table = self.lake_hook.load_table(table_name)
-        metadata = table.metadata
+    def load(self, table_name: str, *, create: bool = False) -> tuple[Any, LeaseState]:
+        """The lease table of ``table_name`` and the lease's state, both from one fresh metadata read.
+
+        A lease table that does not exist yet holds no lease: ``(None, free state)``, unless
+        ``create`` (taking the lease) makes it.
+        """
+        from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
+
+        try:
+            lease_table = self.lake_hook.catalog.load_table(lease_table_name(table_name))
+        except (NoSuchTableError, NoSuchNamespaceError):
+            if not create:
+                return None, read_state(table_name, {}, {}, None)
+            lease_table = self._create_lease_table(table_name)
+        metadata = lease_table.metadata
         refs = {name: (getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)), ref.snapshot_id)
                 for name, ref in metadata.refs.items()}
-        state = read_state(table_name, refs, metadata.properties, len(metadata.snapshots), metadata.current_snapshot_id)
-        return table, state
+        return lease_table, read_state(table_name, refs, metadata.properties, metadata.current_snapshot_id)
+
+    def _create_lease_table(self, table_name: str) -> Any:
+        """Make the lease table of ``table_name``: created with its one row in one commit (tags need a
+        snapshot to point at). The maintained table must exist: a typo makes no lease table."""
+        import pyarrow as pa
+
+        self.lake_hook.load_table(table_name)  # LakeTableNotFound, naming the catalog, for a table that is not there
+        catalog = self.lake_hook.catalog
+        # Two runs making the same namespace or lease table at once: one wins, the other finds it
+        # there (some catalogs say so with their own error, e.g. a SQL catalog's unique constraint).
+        try:
+            catalog.create_namespace(LEASE_NAMESPACE, {"comment": "maintenance leases of airflow-lake-provider"})
+        except Exception:  # noqa: BLE001 - re-raised below unless the namespace is there now
+            if not catalog.namespace_exists(LEASE_NAMESPACE):
+                raise
+        name = lease_table_name(table_name)
+        row = pa.table({"lease_of": pa.array([table_name], pa.string())})
+        try:
+            # Every lease change is a metadata version: keep the last ten, delete older ones.
+            with catalog.create_table_transaction(name, schema=row.schema, properties={
+                    "format-version": "2", "comment": f"The maintenance lease of {table_name} (docs/lease.md)",
+                    "write.metadata.delete-after-commit.enabled": "true",
+                    "write.metadata.previous-versions-max": "10"}) as txn:
+                txn.append(row)
+        except Exception:  # noqa: BLE001 - re-raised below unless another run made it first
+            if not catalog.table_exists(name):
+                raise
+        else:
+            log.info("Made the lease table %s for %s.", name, table_name)
+        return catalog.load_table(name)
 
     # == the commits ==
 
@@ -71,21 +115,19 @@ class TableLeaseHook:
         """Take the lease if it is free, this holder's already, or expired: ``(lease, decision)``.
 
         ``lease`` is ``None`` when another run holds it (``decision.action`` is BUSY, its sentence
-        names the holder). A lease with ``token=None`` means none was needed (no snapshot yet).
+        names the holder).
         """
         for _ in range(COMMIT_ATTEMPTS):
-            table, state = self.load(table_name)
+            table, state = self.load(table_name, create=True)
             decision = decide_acquire(state, holder, now_ms())
             if decision.action is Action.BROKEN:
                 raise LakeConfigError(decision.sentence)
             if decision.action is Action.BUSY:
                 return None, decision
-            if decision.action is Action.NOT_NEEDED:
-                return Lease(table=table_name, holder=holder, ttl_seconds=settings.ttl_seconds), decision
             if decision.action is Action.ADOPT:
                 adopted = decision.current.replace(ttl_seconds=settings.ttl_seconds)
                 try:
-                    return self._renew_on(table, state, adopted, move_tags=True), decision
+                    return self._renew_on(table, state, adopted), decision
                 except (LeaseLost, _Conflict):
                     continue  # changed between the read and the commit: decide again
             taken = self._take(table, state, holder, settings)
@@ -94,17 +136,15 @@ class TableLeaseHook:
         raise LakeConfigError(f"Could not take the maintenance lease on {table_name}: the table changed under each of "
                               f"{COMMIT_ATTEMPTS} attempts. Try again.")
 
-    def renew(self, lease: Lease, *, move_tags: bool) -> Lease:
-        """Extend this run's lease by its ttl (and move its tags to the current snapshot), or raise :class:`LeaseLost`.
+    def renew(self, lease: Lease) -> Lease:
+        """Extend this run's lease by its ttl, or raise :class:`LeaseLost`.
 
-        Called at the start of every leased step (``move_tags=True``, so the tags never pin a
-        snapshot the step may expire) and while a step's job runs (``move_tags=False``: an expiry
-        job refuses when a tag moved after it decided).
+        Called at the start of every leased step and every third of the ttl while a step's job runs.
         """
         for _ in range(COMMIT_ATTEMPTS):
             table, state = self.load(lease.table)
             try:
-                return self._renew_on(table, state, lease, move_tags=move_tags)
+                return self._renew_on(table, state, lease)
             except _Conflict:
                 continue
         raise LakeConfigError(f"Could not renew the maintenance lease on {lease.table}: the table changed under each "
@@ -125,41 +165,30 @@ class TableLeaseHook:
         raise LakeConfigError(f"Could not release the maintenance lease on {lease.table}: the table changed under "
                               f"each of {COMMIT_ATTEMPTS} attempts; it expires at {lease.expires_at} in any case.")
 
-    def check_free(self, table_name: str, holder: str) -> None:
-        """For a step whose run needed no lease (the table had no snapshot): refuse if another run took one since."""
-        _, state = self.load(table_name)
-        if state.held and (state.record is None or state.record.holder != holder):
-            who = state.record.describe() if state.record else "an unreadable holder"
-            raise LeaseLost(f"{table_name} had no snapshot when this run ({holder}) started, so it took no lease, and "
-                            f"another maintenance run holds it now: {who}.")
-
     # == internals ==
 
     def _take(self, table: Any, state: LeaseState, holder: str, settings: LeaseSettings) -> Lease | None:
         """One commit taking a free or expired lease as ``state`` (read from ``table``) shows it;
         ``None`` when the catalog refused it (the table moved, or another run took it first)."""
         old = state.record.token if state.held else None
-        taken = new_lease(state.table, holder, settings, now_ms(), state.current_snapshot_id,
-                          took_over_from=state.record if old else None)
+        taken = new_lease(state.table, holder, settings, now_ms(), took_over_from=state.record if old else None)
         if old is None:  # free: the lease tag must still be absent
             requirements, removals = [_ref_is(LEASE_TAG, None)], []
         else:  # expired: the old holder's fence tag must still be where it was read; it goes
             requirements = [_ref_is(LEASE_TAG, state.lease_tag), _ref_is(fence_tag(old), state.fences[old])]
             removals = [fence_tag(old)]
-        if self._commit(table, requirements, [*_remove_refs(removals), *_lease_updates(taken)]) \
+        if self._commit(table, requirements, [*_remove_refs(removals), *_lease_updates(taken, state.snapshot_id)]) \
                 and self._mine(state.table, taken):
             return taken
         return None
 
-    def _renew_on(self, table: Any, state: LeaseState, lease: Lease, *, move_tags: bool) -> Lease:
+    def _renew_on(self, table: Any, state: LeaseState, lease: Lease) -> Lease:
         refusal = held_by(state, lease)
         if refusal:
             raise LeaseLost(refusal)
-        target = state.current_snapshot_id if move_tags else state.fences[lease.token]
-        extended = renewed(lease, now_ms(), target)
+        extended = renewed(lease, now_ms())
         requirements = [_ref_is(fence_tag(lease.token), state.fences[lease.token]), _ref_is(LEASE_TAG, state.lease_tag)]
-        updates = _lease_updates(extended) if move_tags else [_set_property(extended)]
-        if not self._commit(table, requirements, updates):
+        if not self._commit(table, requirements, [_set_property(extended)]):
             raise _Conflict
         if not self._mine(lease.table, extended):
             raise LeaseLost(held_by(self.load(lease.table)[1], lease) or f"The lease on {lease.table} changed hands.")
@@ -210,12 +239,12 @@ def _remove_property() -> Any:
     return RemovePropertiesUpdate(removals=[LEASE_PROPERTY])
 
 
-def _lease_updates(lease: Lease) -> list[Any]:
-    """Both tags on the lease's snapshot, and its record."""
+def _lease_updates(lease: Lease, snapshot_id: int | None) -> list[Any]:
+    """Both tags on the lease table's snapshot, and the record."""
     from pyiceberg.table.refs import SnapshotRefType
     from pyiceberg.table.update import SetSnapshotRefUpdate
 
-    tags = [SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.TAG, snapshot_id=lease.snapshot_id,
+    tags = [SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.TAG, snapshot_id=snapshot_id,
                                  max_ref_age_ms=LEASE_TAG_MAX_REF_AGE_MS)
             for name in (LEASE_TAG, fence_tag(lease.token))]
     return [*tags, _set_property(lease)]

@@ -502,14 +502,16 @@ class LakeSparkJobHook(BaseHook):
     def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
         """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
         merged = {flag: launch.pop(key, None) for key, flag in _FLAG_CONF.items()}
-        jars = self.lake_hook.spark_jars(self.jars, iceberg_runtime_provided=self.iceberg_runtime_provided)
+        packages = _joined(self.lake_hook.spark_packages(), self.packages, merged["packages"])
+        jars = self.lake_hook.spark_jars(self.jars, iceberg_runtime_provided=self.iceberg_runtime_provided,
+                                         packages=packages.split(",") if packages else [])
         files: list[str] = []
         if not target.driver_in_task:
             log_config = _write_private(work_dir / LOG_CONFIG_NAME, _LOG4J2_PROPERTIES)
             files = [str(spec_path), str(log_config)]
         return {
             "jars": _joined(jars, merged["jars"]),
-            "packages": _joined(self.lake_hook.spark_packages(), self.packages, merged["packages"]),
+            "packages": packages,
             "py_files": _joined(_jobs_archive(work_dir), merged["py_files"]),
             "files": _joined(files, merged["files"]),
         }

@@ -87,12 +87,13 @@ def _metric_column(field_id: int) -> str:
     return f"metrics_{field_id}"
 
 
-def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: list[str], inclusive: str | None,
+def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: list[str] | None, inclusive: str | None,
                metric_fields: dict[int, tuple[str, bool]]):
     """Live, non-empty entries of the snapshot with what planning needs, each with its scan order.
 
     ``metric_fields`` (field id -> (column name, required)) adds each column's readable metrics,
-    which matching equality deletes needs; empty when the snapshot has none.
+    which matching equality deletes needs; empty when the snapshot has none. ``manifests`` (the
+    snapshot's manifest list, in order) adds ``manifest_index``; ``None`` leaves the order out.
     """
     entries = spark.read.option("snapshot-id", snapshot_id).table(f"{catalog}.{table}.entries")
     metrics = [f"readable_metrics.`{name}` AS {_metric_column(field_id)}"
@@ -108,6 +109,7 @@ def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: lis
         f"CAST(data_file.lower_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS lower",
         f"CAST(data_file.upper_bounds[{DELETE_FILE_PATH_FIELD_ID}] AS STRING) AS upper",
         "data_file.referenced_data_file AS referenced",
+        "data_file.content_offset AS content_offset",  # a deletion vector's place in its Puffin file
         "data_file.equality_ids AS equality_ids",
         "(data_file.lower_bounds IS NOT NULL AND data_file.upper_bounds IS NOT NULL) AS has_bounds",
         *metrics,
@@ -116,6 +118,8 @@ def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: lis
     )
     if inclusive:
         rows = rows.where(inclusive)
+    if manifests is None:
+        return rows
     order = spark.createDataFrame(list(enumerate(manifests)), "manifest_index INT, manifest STRING")
     return rows.join(order.hint("broadcast"), "manifest")
 

@@ -12,10 +12,17 @@ only logs a file group whose commit it dropped: this job plans the groups itself
 rewrite, compares them with what was committed, retries the shortfall, and reports what is
 still missing in ``failed_groups``. Its own commits are recognised by a ``lake.rewrite-id``
 property unique to this run, so another writer's snapshot is never reported as its own.
+
+After the data rewrite, in this order: the delete files no live data file needs any more are
+removed from metadata (``drop_dangling_deletes``, :mod:`~airflow_lake_provider.jobs.dangling_deletes`),
+then the remaining position deletes are rewritten (``rewrite_position_deletes``), except where
+Iceberg 1.10.x cannot (a list or map column, :mod:`~airflow_lake_provider.core.delete_files`):
+then ``position_deletes`` says ``skipped`` and why, and the step still succeeds.
 """
 
 from __future__ import annotations
 
+import json
 import re
 import uuid
 from collections.abc import Sequence
@@ -27,8 +34,9 @@ from airflow_lake_provider.core.contracts import (
     RewriteResult,
     parse_sort_order,
 )
-from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
+from airflow_lake_provider.core.delete_files import position_delete_rewrite_blocked, position_delete_rewrite_bug
+from airflow_lake_provider.jobs import dangling_deletes, iceberg
+from airflow_lake_provider.jobs.commit_retry import CommitConflict, conflict_reason, retrying
 
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
@@ -294,8 +302,23 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     failed_groups = [*last["failed_groups"], *unbacked]
     kept = confirmed
 
-    position_deletes: dict[str, int] | None = None
+    dangling: dict[str, Any] | None = None
+    if args.drop_dangling_deletes:
+        # Before the position-delete rewrite: what applies to nothing goes without being read.
+        def drop_dangling_deletes():
+            report, moved_on = dangling_deletes.drop(spark, catalog, table_name, jtable, props)
+            return report, ("committed" if report["snapshot_id"] else "nothing to remove"), moved_on
+
+        dangling = _retrying(drop_dangling_deletes, label="drop dangling deletes", **retry)
+        removed_delete_files += dangling["removed_delete_files"]
+
+    position_deletes: dict[str, Any] | None = None
     if args.rewrite_position_deletes:
+        scope = "planned partitions" if expression is not None else "whole table"
+        version = str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
+        schema = json.loads(str(spark.sparkContext._jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema())))
+        skipped = position_delete_rewrite_blocked(version, schema)
+
         def rewrite_position_deletes():
             pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
             for key, value in args.position_delete_options.items():
@@ -304,15 +327,28 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                 # The data rewrite's partitions only: a backfill of one day leaves the other days'
                 # delete files as they are (rewrite-all alone would rewrite every one of them).
                 pd_action = pd_action.filter(expression)
-            return pd_action.execute(), "committed", None
+            try:
+                return pd_action.execute(), "committed", None
+            except Exception as failure:  # noqa: BLE001 - only Iceberg's list/map bug is excused
+                # A ValidationException, but no conflict: trying again would fail the same way.
+                reason = position_delete_rewrite_bug(version, conflict_reason(failure))
+                if reason is None:
+                    raise
+                return reason, "skipped", None
 
-        pd = _retrying(rewrite_position_deletes, label="rewrite position deletes", **retry)
-        position_deletes = {
-            "scope": "planned partitions" if expression is not None else "whole table",
-            "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
-            "added_delete_files": int(pd.addedDeleteFilesCount()),
-            "rewritten_bytes": int(pd.rewrittenBytesCount()),
-        }
+        pd = skipped if skipped is not None else _retrying(
+            rewrite_position_deletes, label="rewrite position deletes", **retry)
+        if isinstance(pd, str):
+            position_deletes = {"scope": scope, "rewritten_delete_files": 0, "added_delete_files": 0,
+                                "rewritten_bytes": 0, "skipped": pd}
+            print(f"rewrite: position deletes of {table_name} {pd}", flush=True)
+        else:
+            position_deletes = {
+                "scope": scope,
+                "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
+                "added_delete_files": int(pd.addedDeleteFilesCount()),
+                "rewritten_bytes": int(pd.rewrittenBytesCount()),
+            }
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None
     if args.rewrite_manifests:
@@ -342,5 +378,6 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         failed_groups=tuple(failed_groups),
         attempts=tuple(attempts),
         position_deletes=position_deletes,
+        dangling_deletes=dangling,
         manifests=manifests,
     ).to_json()

@@ -127,9 +127,8 @@ class LakeSparkOperator(BaseOperator):
     def _while_job_runs(self) -> Iterator[None]:
         """Renew the held leases every third of their ttl while a job runs; kill the job if one was lost.
 
-        The renewal keeps the tags where they are (an expiry job refuses when a tag moved after
-        its snapshots were decided). A lost lease means another run took the table over after this
-        one stopped renewing (a stalled worker): the job is stopped, the step fails.
+        A lost lease means another run took the table over after this one stopped renewing (a
+        stalled worker): the job is stopped, the step fails.
         """
         leases = self.held_leases()
         if not leases:
@@ -144,7 +143,7 @@ class LakeSparkOperator(BaseOperator):
             while not stop.wait(interval):
                 for lease in self.held_leases():
                     try:
-                        self.keep_lease(hook.renew(lease, move_tags=False))
+                        self.keep_lease(hook.renew(lease))
                     except LeaseLost as error:
                         lost.append(str(error))
                         self.log.error("%s Stopping the Spark job.", error)
@@ -252,12 +251,8 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         cls.execute = keeping_result
 
     def pre_execute(self, context: Any) -> None:
-        """A leased step first makes sure its run still holds the table's lease, and renews it.
-
-        Renewing moves the lease's tags to the current snapshot, so they never pin a snapshot this
-        step may expire; it happens before the step reads the table, so an expiry decided next sees
-        the tags where they stay until the step ends.
-        """
+        """A leased step first makes sure its run still holds the table's lease, and renews it,
+        before it reads the table."""
         super().pre_execute(context)
         lease = lease_from_xcom(self.lease)
         if lease is None:
@@ -269,14 +264,11 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         if lease.table != self.table_identifier.dotted:
             raise LakeConfigError(f"{self.task_id} maintains {self.table_identifier.dotted} but was given the "
                                   f"maintenance lease of {lease.table}: hand it the acquire task of its own table.")
-        hook = TableLeaseHook(self.lake_hook)
-        if not lease.needed:
-            if not lease.dry_run:  # a dry run changes nothing and took no lease: it runs beside anyone
-                hook.check_free(lease.table, lease.holder)
+        if not lease.needed:  # a dry run changes nothing and took no lease: it runs beside anyone
             return
-        self._held_lease = hook.renew(lease, move_tags=True)
-        self.log.info("This run holds the maintenance lease on %s until %s (renewed; its tags on snapshot %s).",
-                      lease.table, self._held_lease.expires_at, self._held_lease.snapshot_id)
+        self._held_lease = TableLeaseHook(self.lake_hook).renew(lease)
+        self.log.info("This run holds the maintenance lease on %s until %s (renewed).", lease.table,
+                      self._held_lease.expires_at)
 
     def held_leases(self) -> list[Lease]:
         return [self._held_lease] if self._held_lease is not None else []

@@ -110,9 +110,11 @@ class IcebergFleetRewriteOperator(_FleetStep):
     **One maintenance run per table** (docs/lease.md): before preparing a table it takes the
     table's maintenance lease, as the acquire task of a single-table run does. A table another
     run holds is left for the next run (listed with the holder in the XCom key ``busy``; not a
-    failure). The leases are renewed while the batch runs (a lost one stops it) and handed on in
-    each result's ``lease`` key, for the table's expiry and its release; a table that fails, or
-    every table when the task fails, has its lease given back at once.
+    failure). The leases are renewed while the batch runs (a lost one stops it) and given back when
+    the task ends; with ``release_leases=False`` they are handed on instead, in each result's
+    ``lease`` key, for the table's expiry and an :class:`IcebergReleaseLeaseOperator` after it (as
+    ``lake_fleet_maintenance`` does). A table that fails, or every table when the task fails, has
+    its lease given back at once.
 
     Returns one :class:`~airflow_lake_provider.core.contracts.RewriteResult` (JSON, with the
     table's ``lease``) per table that was compacted, in the order of ``work``; failures as in
@@ -127,21 +129,25 @@ class IcebergFleetRewriteOperator(_FleetStep):
     :param lease_ttl_seconds: how long each table's lease lives unless renewed (templated).
     :param lease_holder: who this Airflow deployment is, the first part of the holder's name
         (templated); default: the worker's host name.
+    :param release_leases: give each compacted table's lease back when the task ends (default);
+        ``False`` hands them on in the results, and then something downstream must release them
+        (templated).
     """
 
     template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings",
-                                      "lease_ttl_seconds", "lease_holder")
+                                      "lease_ttl_seconds", "lease_holder", "release_leases")
     template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "work": "json",
                                  "rewrite_settings": "json"}
 
     def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
                  lease_ttl_seconds: float = DEFAULT_TTL_SECONDS, lease_holder: str | None = None,
-                 **kwargs: Any) -> None:
+                 release_leases: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work
         self.rewrite_settings = rewrite_settings
         self.lease_ttl_seconds = lease_ttl_seconds
         self.lease_holder = lease_holder
+        self.release_leases = release_leases
         self._rewritten: list[tuple[IcebergRewriteDataFilesOperator, dict[str, Any]]] = []
         self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
@@ -201,7 +207,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
             self._release_all()  # the run stops here: nothing downstream will release them
             raise
         ti.xcom_push(key=BUSY_XCOM_KEY, value=busy)
-        if failures:  # the task fails below, so no expiry or release of this run follows
+        if failures or self.release_leases:  # failing below, no expiry or release of this run follows
             self._release_all()
         compacted = [{**results[table], "lease": self._leases[table].to_json() if table in self._leases else None}
                      for table, _ in work if table in results]

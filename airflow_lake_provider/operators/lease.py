@@ -1,19 +1,20 @@
 """Take and give back a table's maintenance lease: one maintenance run per table at a time.
 
-The lease is held in the table's own metadata (see docs/lease.md), so it holds across DAGs and
-across Airflow deployments sharing the catalog. No JVM: both tasks run in the Airflow worker.
+The lease is held in a lease table of its own in the same catalog (see docs/lease.md), so it
+holds across DAGs and across Airflow deployments sharing the catalog, and the maintained table's
+metadata is never touched. No JVM: both tasks run in the Airflow worker. The maintenance group
+makes them its setup and teardown: the release always runs, and never decides the run's state.
 """
 
 from __future__ import annotations
 
 import socket
-import time
 from collections.abc import Sequence
 from functools import cached_property
 from typing import Any
 
-from airflow.sdk import BaseOperator
-from airflow.sdk.exceptions import AirflowSkipException
+from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
+from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
 from airflow_lake_provider.core.coercion import coerce_rendered_fields
 from airflow_lake_provider.core.identifiers import TableIdentifier
@@ -32,16 +33,20 @@ from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 
 
-class IcebergAcquireLeaseOperator(BaseOperator):
+class IcebergAcquireLeaseOperator(BaseSensorOperator):
     """Take the table's maintenance lease before the steps of a maintenance run.
 
     Returns the lease (holder, token, expires_at ...; no secret) as XCom ``return_value``; hand it
     to each step's ``lease`` and to :class:`IcebergReleaseLeaseOperator`. While another run holds
     it, ``on_busy`` decides: ``"wait"`` asks again every ``poke_interval_seconds`` (a log line
     each time naming the holder) until it is free or ``wait_timeout_seconds`` passed (then the
-    task fails); ``"skip"`` skips this task, and with it the run's steps, with a sentence naming
-    the holder and its expiry; ``"fail"`` fails the task with that sentence. A lease not renewed
-    for ``ttl_seconds`` (its run's worker died) is taken over, logged with the old holder's name.
+    task fails, without retries); ``"skip"`` skips this task, and with it the run's steps, with a
+    sentence naming the holder and its expiry; ``"fail"`` fails the task with that sentence. A
+    lease not renewed for ``ttl_seconds`` (its run's worker died) is taken over, logged with the
+    old holder's name.
+
+    A sensor in ``reschedule`` mode by default: between two asks the task gives its worker slot
+    back (``mode="poke"`` keeps the slot and sleeps, for very short waits).
 
     :param table: ``namespace.table`` (templated).
     :param lake_conn_id: the ``iceberg_lake`` connection.
@@ -71,9 +76,11 @@ class IcebergAcquireLeaseOperator(BaseOperator):
         poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS,
         holder: str | None = None,
         dry_run: bool = False,
+        mode: str = "reschedule",
         **kwargs: Any,
     ) -> None:
-        super().__init__(**kwargs)
+        # The sensor's own poke_interval and timeout are set from the rendered values in execute.
+        super().__init__(mode=mode, **kwargs)
         self.dry_run = dry_run
         self.table = table
         self.lake_conn_id = lake_conn_id
@@ -82,6 +89,7 @@ class IcebergAcquireLeaseOperator(BaseOperator):
         self.wait_timeout_seconds = wait_timeout_seconds
         self.poke_interval_seconds = poke_interval_seconds
         self.holder = holder
+        self._busy_sentence = ""
 
     @cached_property
     def lease_hook(self) -> TableLeaseHook:
@@ -89,42 +97,49 @@ class IcebergAcquireLeaseOperator(BaseOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         coerce_rendered_fields(self)
-        settings = LeaseSettings.checked(self.ttl_seconds, self.on_busy, self.wait_timeout_seconds,
-                                         self.poke_interval_seconds)
-        table = TableIdentifier.parse(self.table).dotted
+        self._settings = LeaseSettings.checked(self.ttl_seconds, self.on_busy, self.wait_timeout_seconds,
+                                               self.poke_interval_seconds)
+        self._table = TableIdentifier.parse(self.table).dotted
         ti = context["ti"]
-        holder = holder_name(self.holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
+        self._holder = holder_name(self.holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
         if self.dry_run:
-            self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", table)
-            return Lease(table=table, holder=holder, ttl_seconds=settings.ttl_seconds, dry_run=True).to_json()
-        deadline = time.monotonic() + settings.wait_timeout_seconds
-        while True:
-            lease, decision = self.lease_hook.try_acquire(table, holder, settings)
-            if lease is not None:
-                if decision.action is not Action.ACQUIRE:
-                    self.log.info("%s", decision.sentence)
-                if lease.needed:
-                    self.log.info("%s holds the maintenance lease on %s until %s.", holder, table, lease.expires_at)
-                return lease.to_json()
-            if settings.on_busy == "skip":
-                raise AirflowSkipException(f"{decision.sentence} This run skips its maintenance (on_busy='skip').")
-            if settings.on_busy == "fail":
-                raise LeaseBusy(f"{decision.sentence} This run fails (on_busy='fail').")
-            left = deadline - time.monotonic()
-            if left <= 0:
-                raise LeaseBusy(f"{decision.sentence} Waited {settings.wait_timeout_seconds:g} s "
-                                "(wait_timeout_seconds) for it; this run gives up.")
-            pause = min(settings.poke_interval_seconds, left)
-            self.log.info("%s Waiting %g s before asking again (gives up in %d s).", decision.sentence, pause, left)
-            time.sleep(pause)
+            self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", self._table)
+            return Lease(table=self._table, holder=self._holder, ttl_seconds=self._settings.ttl_seconds,
+                         dry_run=True).to_json()
+        self.poke_interval = self._settings.poke_interval_seconds
+        self.timeout = self._settings.wait_timeout_seconds
+        try:
+            return super().execute(context)
+        except AirflowSensorTimeout:
+            raise AirflowSensorTimeout(f"{self._busy_sentence} Waited {self._settings.wait_timeout_seconds:g} s "
+                                       "(wait_timeout_seconds) for it; this run gives up.") from None
+
+    def poke(self, context: Any) -> PokeReturnValue:
+        lease, decision = self.lease_hook.try_acquire(self._table, self._holder, self._settings)
+        if lease is not None:
+            if decision.action is not Action.ACQUIRE:
+                self.log.info("%s", decision.sentence)
+            self.log.info("%s holds the maintenance lease on %s until %s (held in %s).", self._holder, self._table,
+                          lease.expires_at, lease.lease_table)
+            return PokeReturnValue(is_done=True, xcom_value=lease.to_json())
+        if self._settings.on_busy == "skip":
+            raise AirflowSkipException(f"{decision.sentence} This run skips its maintenance (on_busy='skip').")
+        if self._settings.on_busy == "fail":
+            raise LeaseBusy(f"{decision.sentence} This run fails (on_busy='fail').")
+        self._busy_sentence = decision.sentence
+        self.log.info("%s Waiting %g s before asking again (gives up %g s after the first ask).", decision.sentence,
+                      self._settings.poke_interval_seconds, self._settings.wait_timeout_seconds)
+        return PokeReturnValue(is_done=False)
 
 
 class IcebergReleaseLeaseOperator(BaseOperator):
     """Give the table's maintenance lease back at the end of a run, whatever became of its steps.
 
-    Meant for ``trigger_rule="all_done"`` (the group sets it): a failed run releases too, and a
-    run whose worker was killed leaves a lease that expires after its ttl. A lease that is no
-    longer this run's (it expired and another run took it over) is left alone, with a log line.
+    Meant as the teardown of the acquire task (the group makes it ``release.as_teardown(setups=acquire)``):
+    it runs after the steps whatever became of them, a failed run releases too, and its own state
+    never decides the run's. A run whose worker was killed leaves a lease that expires after its
+    ttl. A lease that is no longer this run's (it expired and another run took it over) is left
+    alone, with a log line.
 
     :param lease: the acquire task's result (e.g. ``acquire.output``, templated); empty: nothing to release.
     :param lake_conn_id: the ``iceberg_lake`` connection.

@@ -31,10 +31,8 @@ from airflow_lake_provider.core.snapshots import has_equality_deletes, summary_i
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
-#: XCom key under which a refused plan leaves its message (the rewrite reads it and skips itself).
-#: Every plan that runs pushes it: ``""`` when not refused. An ``XComArg`` of a key never pushed
-#: raises ``XComNotFound`` instead of resolving to ``None``, and a stored ``None`` reads as never
-#: pushed (Airflow 3.1: ``PlainXComArg.resolve``, ``TaskInstance.xcom_pull``); so ``""``, not ``None``.
+#: XCom key under which a refused plan leaves its message, for alerts and people reading the run.
+#: Every plan that runs pushes it: ``""`` when not refused (a stored ``None`` reads as never pushed).
 REFUSED_XCOM_KEY = "refused"
 NOT_REFUSED = ""
 
@@ -111,7 +109,8 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
 
     A plan that cannot be made because of what the table holds raises
     :class:`~airflow_lake_provider.exceptions.LakePlanRefused` and leaves its message in the XCom
-    key ``refused``: the maintenance DAG's rewrite then skips itself and expiry and clean still run.
+    key ``refused`` (for alerts and people; in the maintenance group the steps after it do not run
+    and the run fails).
     """
 
     emits_table_events = False  # it only reads the table

@@ -70,12 +70,13 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     :param rewrite_position_deletes: also rewrite the position delete files of the planned
         partitions (``rewrite-all``; the whole table when the rewrite is not limited to partitions)
         in the same application: drops deletes made dangling by the rewrite, merges small ones.
+    :param drop_dangling_deletes: after the data rewrite, remove every delete file of the table that
+        no live data file needs any more (position and equality deletes, deletion vectors), from
+        metadata alone: nothing is read, no row changes (``dangling_deletes`` in the result).
     :param rewrite_manifests: also rewrite manifests in the same application.
     :param options: further Iceberg rewrite options, passed as they are.
     :param require_plan: fail when no plan arrives instead of rewriting the whole table (the
-        maintenance DAG sets it: its rewrite also runs after a failed plan, to skip itself).
-    :param plan_refusal: the refused plan's message (templated, the plan task's XCom key
-        ``refused``): when set, the rewrite skips itself, so expiry and clean still run.
+        maintenance group sets it).
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
         each retry plans the same partitions again from the current snapshot. After the last one
         the task fails with a message naming the conflict and what to do.
@@ -89,8 +90,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         "plan", "strategy", "sort_order", "zorder_columns", "target_file_size_bytes", "min_file_size_bytes",
         "max_file_size_bytes", "min_input_files", "partial_progress", "max_commits",
         "use_starting_sequence_number", "max_concurrent_file_group_rewrites", "rewrite_position_deletes",
-        "rewrite_manifests", "options", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
-        "plan_refusal",
+        "drop_dangling_deletes", "rewrite_manifests", "options", "dry_run", "max_commit_attempts",
+        "commit_retry_backoff_seconds",
     )
     template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "plan": "json", "options": "json"}
 
@@ -110,6 +111,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         use_starting_sequence_number: bool | None = None,
         max_concurrent_file_group_rewrites: int | None = None,
         rewrite_position_deletes: bool = True,
+        drop_dangling_deletes: bool = True,
         rewrite_manifests: bool = False,
         options: dict[str, Any] | None = None,
         fail_on_dropped_groups: bool = True,
@@ -117,7 +119,6 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts,
         commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds,
         require_plan: bool = False,
-        plan_refusal: str | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -134,6 +135,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.use_starting_sequence_number = use_starting_sequence_number
         self.max_concurrent_file_group_rewrites = max_concurrent_file_group_rewrites
         self.rewrite_position_deletes = rewrite_position_deletes
+        self.drop_dangling_deletes = drop_dangling_deletes
         self.rewrite_manifests = rewrite_manifests
         self.options = options
         self.fail_on_dropped_groups = fail_on_dropped_groups
@@ -141,15 +143,10 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.max_commit_attempts = max_commit_attempts
         self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
         self.require_plan = require_plan
-        self.plan_refusal = plan_refusal
 
     # -- validation (no JVM) ------------------------------------------------------------------
     def read_plan(self) -> PlanResult | None:
         """The planning task's result, read through :class:`PlanResult`; ``None``: no plan, the whole table."""
-        if self.plan_refusal:
-            from airflow.sdk.exceptions import AirflowSkipException
-
-            raise AirflowSkipException(f"Not rewriting: the plan was refused. {self.plan_refusal}")
         if self.plan is None:
             if self.require_plan:
                 raise LakeConfigError(
@@ -235,6 +232,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             zorder_columns=tuple(self.zorder_columns or ()),
             options=self.iceberg_options(table, plan),
             rewrite_position_deletes=self.rewrite_position_deletes,
+            drop_dangling_deletes=self.drop_dangling_deletes,
             rewrite_manifests=self.rewrite_manifests,
             snapshot_properties=snapshot_properties,
             max_attempts=self.max_commit_attempts,
@@ -302,6 +300,14 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         conflicts = [a for a in result.attempts if a["outcome"] == "conflict" or a["detail"]]
         if conflicts:
             self.log.warning("The rewrite met concurrent commits and tried again: %s", conflicts)
+        dangling = result.dangling_deletes
+        if dangling and dangling["removed_delete_files"]:
+            self.log.info("Removed %s delete files no live data file needed (%s position, %s equality), from "
+                          "metadata; %s delete files are still in use.", dangling["removed_delete_files"],
+                          dangling["removed_position_delete_files"], dangling["removed_equality_delete_files"],
+                          dangling["kept_delete_files"])
+        if result.position_deletes and result.position_deletes.get("skipped"):
+            self.log.warning("Position deletes of %s %s", name, result.position_deletes["skipped"])
         if result.failed_groups:
             detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result.failed_groups)
             message = (
