@@ -34,8 +34,9 @@ def test_the_group_wires_each_step_to_its_own_groups_tasks():
         assert group.rewrite.plan.operator is group.plan
         assert group.expire.protected_snapshot_ids.operator is group.rewrite
         assert [arg.operator for arg in group.clean.protected_snapshot_ids] == [group.rewrite, group.expire]
-        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id,
-                                                 group.acquire_lease.task_id}
+        # The lease reaches expire and clean by a pull, not an edge: only all_success tasks may follow a setup.
+        assert group.clean.upstream_task_ids == {group.rewrite.task_id, group.expire.task_id}
+        assert group.plan.upstream_task_ids == {group.acquire_lease.task_id}
         # The group's leaves are its last step; the lease's release is its teardown.
         assert [task.task_id for task in group.get_leaves()] == [group.clean.task_id]
         assert group.release_lease.is_teardown and group.acquire_lease.is_setup
