@@ -136,13 +136,18 @@ class AirflowStack:
         )
 
     def task_states(self, dag_id: str, run_id: str | None = None) -> str:
-        """One line per task instance of a run (or of the DAG's recent runs): what a stuck run is doing."""
+        """One line per task instance of a run (or of the DAG's recent runs), and the end of each failed task's log:
+        what a stuck or failed run is doing."""
         path = f"/dags/{dag_id}/dagRuns/{run_id or '~'}/taskInstances"
         instances = self.api("GET", path, params={"limit": 100}).json().get("task_instances", [])
         runs = self.api("GET", f"/dags/{dag_id}/dagRuns", params={"limit": 20}).json().get("dag_runs", [])
+        failed_logs = [f"----- log of {t['task_id']} ({t['dag_run_id']}), last try:\n"
+                       f"{self.task_log(dag_id, t['dag_run_id'], t['task_id'], t['try_number'])[-2500:]}"
+                       for t in instances if t["state"] == "failed" and t.get("try_number")]
         return "\n".join(
             [f"run {r['dag_run_id']}: {r['state']}" for r in runs]
             + [f"  {t['dag_run_id']} {t['task_id']}: {t['state']} (try {t.get('try_number')})" for t in instances]
+            + failed_logs
         )
 
     # -- REST -------------------------------------------------------------------------------

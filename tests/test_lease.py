@@ -446,7 +446,7 @@ def test_two_dags_racing_on_one_table_never_overlap_and_both_end_well(airflow, l
     # The second run waited, saying who held the table.
     log = airflow.task_log(second, runs[second], "acquire_lease")
     assert f"Another maintenance run holds the lease on {name}: e2e/{first}/{runs[first]}" in log
-    assert "Waiting 2 s before asking again" in log
+    assert "Waiting 10 s before asking again" in log
 
     # The first run compacted and expired (the lease tags did not stop its expiry); the second found
     # nothing left to rewrite. Same rows; the lease is given back.

@@ -46,7 +46,10 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
     old holder's name.
 
     A sensor in ``reschedule`` mode by default: between two asks the task gives its worker slot
-    back (``mode="poke"`` keeps the slot and sleeps, for very short waits).
+    back (``mode="poke"`` keeps the slot and sleeps, for very short waits). Keep
+    ``poke_interval_seconds`` at 10 s or more in ``reschedule`` mode: Airflow 3.3's scheduler can
+    queue the next ask before the executor has reported the last one, and then fails the task
+    ("task instance's state attribute is queued", seen with a 2 s interval under load).
 
     :param table: ``namespace.table`` (templated).
     :param lake_conn_id: the ``iceberg_lake`` connection.

@@ -1,7 +1,7 @@
 """Test DAGs: two DAGs maintaining the same table (``dag_run.conf['table']``), each in a leased group.
 
 Triggered at once, one run takes the table's maintenance lease and the other waits for it
-(``on_busy="wait"``, asking every 2 s). The first run's expiry really expires (override, keep 1).
+(``on_busy="wait"``, asking every 10 s). The first run's expiry really expires (override, keep 1).
 """
 
 from __future__ import annotations
@@ -18,7 +18,7 @@ for dag_id in ("lake_lease_race_a", "lake_lease_race_b"):
             table="{{ dag_run.conf['table'] }}", group_id="maintenance", prefix_group_id=False,
             min_input_files=2, override_table_retention=True, older_than="0h", retain_last=1,
             orphan_older_than_hours=None,
-            lease={"ttl_seconds": 600, "on_busy": "wait", "wait_timeout_seconds": 900, "poke_interval_seconds": 2,
+            lease={"ttl_seconds": 600, "on_busy": "wait", "wait_timeout_seconds": 900, "poke_interval_seconds": 10,
                    "holder": "e2e"},
         )
     globals()[dag_id] = dag
