@@ -17,8 +17,10 @@ demo: bootstrap
 demo-cluster: bootstrap
 	@$(VENV)/bin/python scripts/demo_cluster.py
 
+# The whole suite on the Spark track .venv holds (LAKE_SPARK, default 4.1), and the tests marked
+# both_tracks on the other one (in .venv-spark3.5 or .venv-spark4.1); the ten slowest at the end.
 test: bootstrap
-	@$(VENV)/bin/python -m pytest $(PYTEST_ARGS)
+	@bash scripts/run_tests.sh $(PYTEST_ARGS)
 
 # The generated pages (docs/kills.md, concurrency.md, bad-inputs.md) from what the last test run
 # observed (test-output/generated/); the tests themselves never write into docs/.

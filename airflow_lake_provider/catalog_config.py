@@ -14,6 +14,7 @@ from typing import Any
 from urllib.parse import quote, urlsplit
 
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE
 
 CATALOG_KINDS = ("sql", "rest", "hive")
 SPARK_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
@@ -23,6 +24,7 @@ _SECRET_KEY = re.compile(r"(password|secret|token|credential|private|access[-_.]
 
 
 HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
+S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 S3_SCHEMES = ("s3", "s3a")
 # The S3 properties PyIceberg reads (Iceberg's S3FileIO reads the same names); the Spark face
@@ -238,6 +240,14 @@ class CatalogConfig:
         io_impl = self._merged_spark_properties().get("io-impl")
         return self.uses_s3 and (io_impl is None or io_impl == HADOOP_FILE_IO)
 
+    @property
+    def spark_uses_aws_bundle(self) -> bool:
+        """Whether the Spark face needs Iceberg's AWS bundle: ``S3FileIO`` (or another of Iceberg's AWS
+        classes) named in the properties, or REST requests signed with SigV4."""
+        props = self._merged_spark_properties()
+        return (any(str(value).startswith("org.apache.iceberg.aws.") for value in props.values())
+                or props.get("rest.auth.type") == "sigv4" or str(props.get("rest.sigv4-enabled")).lower() == "true")
+
     def _s3a_conf(self) -> dict[str, str]:
         """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
         props = self._merged_spark_properties()
@@ -266,6 +276,20 @@ class CatalogConfig:
                 provider = "org.apache.hadoop.fs.s3a.SimpleAWSCredentialsProvider"
             conf["spark.hadoop.fs.s3a.aws.credentials.provider"] = provider
         return conf
+
+    @staticmethod
+    def _s3_file_io_defaults(props: dict[str, str]) -> dict[str, str]:
+        """What Iceberg's ``S3FileIO`` needs beyond the ``s3.*`` properties it shares with PyIceberg
+        (given values win): the region and, off AWS, path-style addressing."""
+        defaults: dict[str, str] = {}
+        # S3FileIO's client takes its region from client.region only (s3.region is PyIceberg's name).
+        if props.get("s3.region"):
+            defaults["client.region"] = props["s3.region"]
+        endpoint = props.get("s3.endpoint")
+        # S3FileIO addresses buckets as virtual hosts unless told otherwise, as S3A does (fs.s3a.path.style.access).
+        if endpoint and not _is_aws_endpoint(endpoint):
+            defaults["s3.path-style-access"] = "true"
+        return defaults
 
     # -- the Spark face ---------------------------------------------------------------------
     def spark_catalog_conf(self) -> dict[str, str]:
@@ -309,10 +333,12 @@ class CatalogConfig:
         if self.warehouse:
             catalog["warehouse"] = _spark_warehouse(self.warehouse)
         if self.spark_uses_s3a:
-            # Iceberg's default S3FileIO needs the AWS SDK v2, which the runtime jar does not
-            # bundle; Hadoop's S3A (hadoop-aws and its SDK bundle) reads s3:// and s3a:// alike.
+            # Unless the properties name a FileIO (S3FileIO: iceberg-aws-bundle is then added), Hadoop's
+            # S3A reads s3:// and s3a:// alike, with the S3 settings PyIceberg uses (docs/connection.md).
             catalog["io-impl"] = HADOOP_FILE_IO
         catalog.update(self._merged_spark_properties())
+        if catalog.get("io-impl") == S3_FILE_IO:
+            catalog.update({k: v for k, v in self._s3_file_io_defaults(catalog).items() if k not in catalog})
         conf = {prefix: "org.apache.iceberg.spark.SparkCatalog"}
         conf.update({f"{prefix}.{key}": value for key, value in catalog.items()})
         conf["spark.sql.extensions"] = SPARK_EXTENSIONS
@@ -338,7 +364,7 @@ class CatalogConfig:
 OFFICIAL_CONNECTION_TYPE = "iceberg"
 # Keys of that extra which are fields of CatalogConfig or of the hook, not catalog properties.
 _NOT_CATALOG_PROPERTIES = ("type", "uri", "warehouse", "catalog_name", "credential", "token",
-                           "iceberg_runtime_provided", "spark_jars", "spark_packages")
+                           "iceberg_runtime_provided", "spark_jars", "spark_packages", "spark_version")
 
 
 def other_catalog_way_out(kind: str) -> str:
@@ -349,9 +375,8 @@ def other_catalog_way_out(kind: str) -> str:
                 "with catalog_kind 'rest', Host https://glue.REGION.amazonaws.com/iceberg, warehouse the AWS account "
                 "id, pyiceberg_properties {\"rest.sigv4-enabled\": \"true\", \"rest.signing-name\": \"glue\", "
                 "\"rest.signing-region\": \"REGION\"} and spark_properties {\"rest.auth.type\": \"sigv4\", "
-                "\"rest.signing-name\": \"glue\", \"rest.signing-region\": \"REGION\"} (the Spark jobs then need "
-                "org.apache.iceberg:iceberg-aws-bundle:1.10.2 in spark_packages or spark_jars), "
-                "as docs/connection.md shows.")
+                "\"rest.signing-name\": \"glue\", \"rest.signing-region\": \"REGION\"} (the Spark jobs then get "
+                f"{ICEBERG_AWS_BUNDLE} added), as docs/connection.md shows.")
     return (f"If the {kind!r} catalog also serves the Iceberg REST protocol, describe that endpoint instead: "
             "catalog_kind 'rest' in an 'iceberg_lake' connection, with the endpoint as Host.")
 

@@ -1,122 +1,218 @@
-"""Where the jars a Spark job needs come from: found in installed packages, overridable.
+"""The JVM parts a Spark job needs, named by Maven coordinates, and where each one comes from.
 
-Order of precedence for the Iceberg Spark runtime:
-1. an explicit path (operator / connection ``spark_jars``), or Maven coordinates in
-   ``spark_packages`` where Maven Central can be reached (then no runtime jar is added);
-2. ``$LAKE_ICEBERG_RUNTIME_JAR``;
-3. the runtime jar shipped by the PyPI package ``snowpark-connect-deps-iceberg`` (the optional
-   extra ``airflow-lake-provider[iceberg-jar]``; not needed where the Spark image has the runtime
-   and ``iceberg_runtime_provided`` is set).
-JDBC drivers come from ``$LAKE_JDBC_JAR_DIR`` or Debian's ``/usr/share/java``.
-S3A (an ``s3://``/``s3a://`` lake read through Hadoop): ``hadoop-aws`` and the AWS SDK bundle it
-was built against, from ``$LAKE_S3A_JAR_DIR`` or the jar cache (``$LAKE_JAR_CACHE``, default
-``~/.cache/airflow-lake-provider/jars``, which ``scripts/bootstrap.sh`` fills in a source checkout);
-none is added when the user gives ``hadoop-aws`` as a jar or a package (:data:`S3A_PACKAGES`).
+Which coordinates: they follow the Spark line the job is submitted with (the installed
+``pyspark``, or the connection's ``spark_version``): Iceberg's Spark runtime for that line and
+its Scala version, the JDBC driver of a SQL catalog, ``hadoop-aws`` with the AWS SDK its Hadoop
+was built against when Spark reads S3 through S3A, and ``iceberg-aws-bundle`` when it uses
+Iceberg's own ``S3FileIO`` (or signs REST requests with SigV4).
+
+Where from, per coordinate, first match wins:
+1. the user names it: a jar path (connection or operator ``spark_jars``) or a coordinate
+   (``spark_packages``, ``spark.jars.packages``) of the same artifact; or the cluster's image has
+   the Iceberg runtime (``iceberg_runtime_provided``);
+2. the jar cache (``$LAKE_JAR_CACHE``, default ``~/.cache/airflow-lake-provider/jars``), which
+   ``python -m airflow_lake_provider.jars fetch`` fills with the machine's Maven (``make
+   bootstrap`` does it for the demo and the tests): shipped as a jar, nothing resolved per job;
+3. otherwise Spark resolves it at submit time (``spark.jars.packages``) from Maven Central, or
+   from the repositories ``spark.jars.repositories`` / ``spark.jars.ivySettings`` name.
+JDBC drivers: ``$LAKE_JDBC_JAR_DIR`` or Debian's ``/usr/share/java`` first, then as above.
 """
 
 from __future__ import annotations
 
-import glob
-import importlib.util
+import importlib.metadata
 import os
+import shutil
+import subprocess
+import sys
+from dataclasses import dataclass, field
 from pathlib import Path
 
 from airflow_lake_provider.exceptions import LakeConfigError
 
-SCALA_VERSION = "2.12"
-SPARK_MINOR = "3.5"
-_JDBC_JARS = {"sqlite": "sqlite-jdbc.jar", "postgresql": "postgresql.jar"}
-# A matched pair: hadoop-aws 3.3.1 was built against this SDK bundle; it runs on pyspark 3.5's Hadoop 3.3.4.
-S3A_JARS = ("hadoop-aws-3.3.1.jar", "aws-java-sdk-bundle-1.11.901.jar")
-# Where those two files come from on Maven Central (in S3A_JARS' order).
-S3A_JAR_COORDINATES = ("org.apache.hadoop:hadoop-aws:3.3.1", "com.amazonaws:aws-java-sdk-bundle:1.11.901")
-# The pair for Spark to resolve itself (spark.jars.packages): the hadoop-aws of pyspark 3.5's Hadoop
-# (hadoop-client 3.3.4) and the SDK bundle Hadoop 3.3.4 was built against.
-S3A_PACKAGES = ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")
-_JDBC_DEBIAN_PACKAGES = {"sqlite": "libxerial-sqlite-jdbc-java", "postgresql": "libpostgresql-jdbc-java"}
+ICEBERG_VERSION = "1.12.0"
+ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
 
 
-def iceberg_runtime_jar() -> str:
-    """Path of the Iceberg Spark runtime jar for Spark 3.5 / Scala 2.12."""
-    override = os.environ.get("LAKE_ICEBERG_RUNTIME_JAR")
-    if override:
-        if not Path(override).is_file():
-            raise LakeConfigError(f"LAKE_ICEBERG_RUNTIME_JAR points to {override!r}, which is not a file.")
-        return override
-    spec = importlib.util.find_spec("snowpark_connect_deps_iceberg")
-    if spec and spec.submodule_search_locations:
-        for location in spec.submodule_search_locations:
-            found = sorted(
-                glob.glob(os.path.join(location, "jars", f"iceberg-spark-runtime-{SPARK_MINOR}_{SCALA_VERSION}-*.jar"))
-            )
-            if found:
-                return found[-1]
-    raise LakeConfigError(
-        "No Iceberg Spark runtime jar found. Either install the extra that carries it "
-        "(pip install 'airflow-lake-provider[iceberg-jar]'), or set LAKE_ICEBERG_RUNTIME_JAR to a jar path, or, "
-        "when your Spark image already has the runtime, set the connection's iceberg_runtime_provided (or the "
-        "operator's iceberg_runtime_provided=True); where Maven Central is reachable, spark_packages "
-        f"['org.apache.iceberg:iceberg-spark-runtime-{SPARK_MINOR}_{SCALA_VERSION}:1.10.2'] works too."
-    )
+@dataclass(frozen=True)
+class SparkLine:
+    """One Spark minor line: its Scala version and the S3A pair of the Hadoop it ships."""
+
+    minor: str
+    scala: str
+    # hadoop-aws of the Hadoop client inside this Spark, and the AWS SDK that Hadoop was built against.
+    s3a: tuple[str, str]
+
+    @property
+    def iceberg_runtime(self) -> str:
+        return f"org.apache.iceberg:iceberg-spark-runtime-{self.minor}_{self.scala}:{ICEBERG_VERSION}"
 
 
-def jdbc_driver_jar(dialect: str) -> str:
-    """Path of the JDBC driver jar for a SQL catalog database (``sqlite`` or ``postgresql``)."""
-    directory = os.environ.get("LAKE_JDBC_JAR_DIR", "/usr/share/java")
-    path = Path(directory) / _JDBC_JARS[dialect]
-    if not path.is_file():
+# Iceberg 1.12 ships Spark runtimes for 3.5, 4.0 and 4.1 (none for 4.2: the 4.1 runtime fails there).
+SPARK_LINES = {
+    "3.5": SparkLine("3.5", "2.12", ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")),
+    "4.0": SparkLine("4.0", "2.13", ("org.apache.hadoop:hadoop-aws:3.4.1", "software.amazon.awssdk:bundle:2.24.6")),
+    "4.1": SparkLine("4.1", "2.13", ("org.apache.hadoop:hadoop-aws:3.4.2", "software.amazon.awssdk:bundle:2.29.52")),
+}
+JDBC_DRIVERS = {"sqlite": "org.xerial:sqlite-jdbc:3.50.3.0", "postgresql": "org.postgresql:postgresql:42.7.8"}
+_DEBIAN_JDBC = {"sqlite": ("sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java"),
+                "postgresql": ("postgresql.jar", "libpostgresql-jdbc-java")}
+
+
+def installed_spark_version() -> str | None:
+    """The version of the ``pyspark`` package whose ``spark-submit`` submits the jobs."""
+    try:
+        return importlib.metadata.version("pyspark")
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def spark_line(spark_version: str | None = None) -> SparkLine:
+    """The Spark line of ``spark_version`` (default: the installed pyspark), refused before any JVM
+    when Iceberg has no runtime for it."""
+    version = spark_version or installed_spark_version()
+    if not version:
         raise LakeConfigError(
-            f"The {dialect} JDBC driver is missing ({path}): install the Debian package "
-            f"{_JDBC_DEBIAN_PACKAGES[dialect]}, or set LAKE_JDBC_JAR_DIR to a directory holding {_JDBC_JARS[dialect]}."
-        )
-    return str(path)
+            "No pyspark is installed, so neither spark-submit nor the Spark version of the jobs is known. Install "
+            "'apache-airflow-providers-apache-spark[pyspark]' (Spark 4.1: pip install 'pyspark==4.1.3'), or set the "
+            "connection's spark_version (e.g. \"3.5\") when spark-submit comes from a Spark installation of your own.")
+    minor = ".".join(str(version).split(".")[:2])
+    if minor not in SPARK_LINES:
+        raise LakeConfigError(
+            f"Spark {version}: Iceberg {ICEBERG_VERSION} ships a Spark runtime for Spark {', '.join(SPARK_LINES)} "
+            f"only, so the jobs cannot run on it. Submit with Spark 4.1 (pip install 'pyspark==4.1.3') or 3.5 "
+            f"(pip install 'pyspark==3.5.9'), or set the connection's spark_version to the Spark your cluster runs.")
+    return SPARK_LINES[minor]
 
 
 def jar_cache_dir() -> Path:
-    """``$LAKE_JAR_CACHE``: where the S3A jars are looked for (``scripts/bootstrap.sh`` caches them there)."""
+    """``$LAKE_JAR_CACHE``: where jars fetched by coordinates are kept, one file per artifact."""
     return Path(os.environ.get("LAKE_JAR_CACHE") or Path.home() / ".cache" / "airflow-lake-provider" / "jars")
 
 
-def s3a_jars() -> list[str]:
-    """Paths of ``hadoop-aws`` and its AWS SDK bundle, which Spark needs to read ``s3://``/``s3a://``."""
-    override = os.environ.get("LAKE_S3A_JAR_DIR")
-    directory = Path(override) if override else jar_cache_dir()
-    missing = [name for name in S3A_JARS if not (directory / name).is_file()]
+def jar_file_name(coordinate: str) -> str:
+    """``group:artifact:version`` -> ``artifact-version.jar`` (Maven's own file name)."""
+    _, artifact, version = coordinate.split(":")
+    return f"{artifact}-{version}.jar"
+
+
+def _artifact(item: str) -> str:
+    """The artifact id a jar path or a coordinate names, without its version."""
+    if item.count(":") >= 2 and "/" not in item:
+        return item.split(":")[1]
+    name = Path(item).name.removesuffix(".jar")
+    parts = name.split("-")
+    while parts and parts[-1][:1].isdigit():
+        parts.pop()
+    return "-".join(parts)
+
+
+@dataclass
+class SparkClasspath:
+    """What a job adds to Spark's class path: jar paths (``spark.jars``) and coordinates Spark
+    resolves itself (``spark.jars.packages``)."""
+
+    jars: list[str] = field(default_factory=list)
+    packages: list[str] = field(default_factory=list)
+
+    def names(self, artifact: str) -> bool:
+        return any(_artifact(item) == artifact for item in [*self.jars, *self.packages])
+
+    def add(self, coordinate: str) -> None:
+        """The coordinate's jar from the cache, else the coordinate for Spark to resolve; nothing when the
+        user already names that artifact (their version wins)."""
+        if self.names(_artifact(coordinate)):
+            return
+        cached = jar_cache_dir() / jar_file_name(coordinate)
+        if cached.is_file():
+            self.jars.append(str(cached))
+        else:
+            self.packages.append(coordinate)
+
+
+def cached_jars(coordinates: tuple[str, ...] | list[str]) -> list[str]:
+    """The cached jars of ``coordinates``, for a JVM that has no ``spark.jars.packages`` to fall back on."""
+    paths = [jar_cache_dir() / jar_file_name(c) for c in coordinates]
+    missing = [str(p) for p in paths if not p.is_file()]
     if missing:
-        where = f"LAKE_S3A_JAR_DIR ({directory})" if override else f"the jar cache {directory}"
-        raise LakeConfigError(
-            f"The lake is on S3, which Spark reads through Hadoop's S3A, but {', '.join(missing)} "
-            f"{'is' if len(missing) == 1 else 'are'} missing from {where} (Spark would fail with "
-            f"'No FileSystem for scheme \"s3\"'). Put {' and '.join(S3A_JARS)} there (from Maven Central: "
-            f"{' and '.join(S3A_JAR_COORDINATES)})"
-            f"{'' if override else ', or set LAKE_S3A_JAR_DIR to a directory holding them'}; or, where Maven "
-            "Central is reachable, let Spark fetch the pair for pyspark 3.5's Hadoop 3.3.4: set the connection's "
-            "spark_packages, or spark.jars.packages in the connection's or the operator's spark_conf, to "
-            f"'{','.join(S3A_PACKAGES)}'."
-        )
-    return [str(directory / name) for name in S3A_JARS]
+        raise LakeConfigError(f"{', '.join(missing)} missing: fill the jar cache with "
+                              "'python -m airflow_lake_provider.jars fetch' (make bootstrap does).")
+    return [str(p) for p in paths]
 
 
-def resolve_jars(
+def jdbc_driver_jar(dialect: str) -> str | None:
+    """Debian's (or ``$LAKE_JDBC_JAR_DIR``'s) JDBC driver jar for ``sqlite``/``postgresql``, if there."""
+    name, _ = _DEBIAN_JDBC[dialect]
+    path = Path(os.environ.get("LAKE_JDBC_JAR_DIR", "/usr/share/java")) / name
+    return str(path) if path.is_file() else None
+
+
+def resolve_classpath(
     jdbc_dialect: str | None,
     *,
     extra_jars: list[str] | None = None,
     packages: list[str] | None = None,
     s3a: bool = False,
+    aws_bundle: bool = False,
     iceberg_runtime_provided: bool = False,
-) -> list[str]:
-    """All jars for a job: the user's own, the Iceberg runtime (unless given as a package, or
-    ``iceberg_runtime_provided`` by the cluster's image), the JDBC driver, and S3A's pair when
-    ``s3a`` (unless the user gives hadoop-aws as a jar or a package)."""
-    jars = list(extra_jars or [])
-    for jar in jars:
+    spark_version: str | None = None,
+) -> SparkClasspath:
+    """Everything a job of this catalog needs on Spark's class path (see the module's docstring)."""
+    classpath = SparkClasspath(jars=list(extra_jars or []), packages=list(packages or []))
+    for jar in classpath.jars:
         if "://" not in jar and not Path(jar).is_file():
             raise LakeConfigError(f"Jar {jar!r} does not exist.")
-    user_gives_runtime = any("iceberg-spark-runtime" in item for item in [*jars, *(packages or [])])
-    if not (user_gives_runtime or iceberg_runtime_provided):
-        jars.append(iceberg_runtime_jar())
-    if jdbc_dialect and not any(_JDBC_JARS[jdbc_dialect].split(".")[0].split("-")[0] in Path(j).name for j in jars):
-        jars.append(jdbc_driver_jar(jdbc_dialect))
-    if s3a and not any("hadoop-aws" in Path(item).name or ":hadoop-aws:" in item for item in [*jars, *(packages or [])]):
-        jars.extend(s3a_jars())
-    return jars
+    line = spark_line(spark_version)
+    if not iceberg_runtime_provided and not any(
+            _artifact(item).startswith("iceberg-spark-runtime") for item in [*classpath.jars, *classpath.packages]):
+        classpath.add(line.iceberg_runtime)
+    if jdbc_dialect and not classpath.names(_artifact(JDBC_DRIVERS[jdbc_dialect])):
+        debian = jdbc_driver_jar(jdbc_dialect)
+        if debian and not any(Path(jar).name == Path(debian).name for jar in classpath.jars):
+            classpath.jars.append(debian)
+        elif not debian:
+            classpath.add(JDBC_DRIVERS[jdbc_dialect])
+    if s3a:
+        for coordinate in line.s3a:
+            classpath.add(coordinate)
+    if aws_bundle:
+        classpath.add(ICEBERG_AWS_BUNDLE)
+    return classpath
+
+
+def coordinates(spark_version: str | None = None) -> list[str]:
+    """Every coordinate a job of the ``spark_version`` line may need: what ``fetch`` caches."""
+    line = spark_line(spark_version)
+    return [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE]
+
+
+def fetch(spark_version: str | None = None, *, directory: Path | None = None) -> list[Path]:
+    """Copy the jars of :func:`coordinates` into the cache with the machine's Maven (``mvn``), each
+    once: a jar already there is not fetched again."""
+    target = directory or jar_cache_dir()
+    target.mkdir(parents=True, exist_ok=True)
+    missing = [c for c in coordinates(spark_version) if not (target / jar_file_name(c)).is_file()]
+    if missing:
+        mvn = shutil.which("mvn")
+        if not mvn:
+            raise LakeConfigError(
+                f"Maven (mvn) is not installed, so {', '.join(missing)} cannot be fetched into {target}. Install "
+                "Maven (Debian: apt-get install maven), or copy those jars there yourself, or leave them out: "
+                "Spark then resolves them at submit time (spark.jars.packages).")
+        for coordinate in missing:
+            subprocess.run([mvn, "-q", "-B", "-Dstyle.color=never", "dependency:copy", f"-Dartifact={coordinate}",
+                            f"-DoutputDirectory={target}", "-Dmdep.overWriteReleases=false"], check=True)
+    return [target / jar_file_name(c) for c in coordinates(spark_version)]
+
+
+if __name__ == "__main__":
+    # python -m airflow_lake_provider.jars fetch [SPARK_VERSION] | coordinates [SPARK_VERSION]
+    command, *rest = sys.argv[1:] or ["coordinates"]
+    version = rest[0] if rest else None
+    if command == "fetch":
+        for path in fetch(version):
+            print(path)
+    elif command == "coordinates":
+        print("\n".join(coordinates(version)))
+    else:
+        sys.exit(f"unknown command {command!r}: use 'fetch' or 'coordinates'")

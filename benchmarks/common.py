@@ -172,7 +172,9 @@ def raw_spark_submit(*args: str, app: Path = RAW_APP) -> tuple[float, dict]:
         properties = Path(private) / "spark.properties"
         with open(os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
             handle.writelines(f"{key} {value}\n" for key, value in conf.items())
-        command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(hook.spark_jars()),
+        classpath = hook.spark_classpath()
+        command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(classpath.jars),
+                   *(["--packages", ",".join(classpath.packages)] if classpath.packages else []),
                    "--properties-file", str(properties)]
         started = time.perf_counter()
         out = subprocess.run([*command, str(app), *args], capture_output=True, text=True, env=os.environ.copy())

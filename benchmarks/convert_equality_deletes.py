@@ -87,7 +87,7 @@ def main() -> None:
 
         hook = lake_hook()
         hook.catalog  # creates the catalog tables Spark expects
-        spark = local_session(hook.spark_catalog_conf(), jars=hook.spark_jars(), warehouse_dir=str(root / "wh"))
+        spark = local_session(hook.spark_catalog_conf(), jars=hook.spark_classpath().jars, packages=hook.spark_classpath().packages, warehouse_dir=str(root / "wh"))
         try:
             build(spark, hook, args.rows, args.delete_commits, args.keys_per_commit)
             files_before = {r["content"]: r["n"] for r in spark.sql(

@@ -33,7 +33,7 @@ def main() -> None:
         names = [f"bench_{i:02d}.events" for i in range(TABLES)]
         for name in names:
             create_events_table(hook.catalog, name, days=2, commits_per_day=3, rows_per_commit=10)
-        spark = local_session(hook.spark_catalog_conf(), jars=hook.spark_jars(), warehouse_dir=str(root / "wh"))
+        spark = local_session(hook.spark_catalog_conf(), jars=hook.spark_classpath().jars, packages=hook.spark_classpath().packages, warehouse_dir=str(root / "wh"))
         jtable = iceberg.load_table(spark, "lake", names[0])
         location = str(jtable.location())
         candidates = [f"{location}/data/day=2026-01-01/orphan-{i}.parquet" for i in range(5)]

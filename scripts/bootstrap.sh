@@ -1,15 +1,27 @@
 #!/usr/bin/env bash
 # Installs everything `make demo` and `make test` need. Safe and quick to run again:
 # each step checks first and does nothing when its part is already there.
+#
+# LAKE_SPARK picks the Spark track (docs/compatibility.md): 4.1 (default: Spark 4.1, Scala 2.13, the
+# Spark provider 6) or 3.5 (Spark 3.5, Scala 2.12, the Spark provider 5). .venv holds one track;
+# asking for the other makes it again. Either way Iceberg 1.12's jars come by Maven coordinates.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
-VENV=.venv
+VENV=${LAKE_VENV:-.venv}
 PYTHON_BIN=${PYTHON:-python3.11}
-DEBIAN_PACKAGES=(openjdk-17-jre-headless libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql chromium chromium-driver)
+LAKE_SPARK=${LAKE_SPARK:-4.1}
+CONSTRAINTS=requirements/constraints-spark$LAKE_SPARK.txt
+if [ ! -f "$CONSTRAINTS" ]; then
+  echo "bootstrap: LAKE_SPARK=$LAKE_SPARK is not a track; use 4.1 (the default) or 3.5" >&2
+  exit 1
+fi
+DEBIAN_PACKAGES=(openjdk-17-jre-headless maven libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql chromium chromium-driver)
 
 missing_debian=()
 command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || missing_debian+=(openjdk-17-jre-headless)
+# Maven fetches the Spark jobs' jars by their coordinates into the jar cache (below).
+command -v mvn >/dev/null 2>&1 || missing_debian+=(maven)
 [ -f /usr/share/java/sqlite-jdbc.jar ] || missing_debian+=(libxerial-sqlite-jdbc-java)
 [ -f /usr/share/java/postgresql.jar ] || missing_debian+=(libpostgresql-jdbc-java)
 ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_debian+=(postgresql)
@@ -31,28 +43,35 @@ fi
 if ! command -v "$PYTHON_BIN" >/dev/null; then
   PYTHON_BIN=python3
 fi
-# A venv without pip is one whose creation was interrupted: make it again.
-if [ ! -x "$VENV/bin/python" ] || [ ! -x "$VENV/bin/pip" ]; then
-  echo "bootstrap: creating $VENV with $($PYTHON_BIN --version)"
+# A venv without pip is one whose creation was interrupted, and one not (or not yet) recorded as
+# this track's would keep another track's pyspark files (pyspark and pyspark-client share them):
+# make it again.
+track_file="$VENV/.lake-spark-track"
+if [ ! -x "$VENV/bin/python" ] || [ ! -x "$VENV/bin/pip" ] \
+   || [ "$(cat "$track_file" 2>/dev/null)" != "$LAKE_SPARK" ]; then
+  echo "bootstrap: creating $VENV (Spark track $LAKE_SPARK) with $($PYTHON_BIN --version)"
   rm -rf "$VENV"
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 
 # Reinstall only when the dependency files changed since the last install.
-stamp_value=$(cat pyproject.toml requirements/constraints.txt | sha256sum | cut -c1-16)
+stamp_value=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -c1-16)
 stamp_file="$VENV/.lake-installed"
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
-  echo "bootstrap: installing Python packages into $VENV (pyspark builds from source: about a minute)"
+  echo "bootstrap: installing Python packages (Spark track $LAKE_SPARK) into $VENV (pyspark builds from source: about a minute)"
   log=$(mktemp)
   if ! { "$VENV/bin/pip" install --upgrade pip \
-         && "$VENV/bin/pip" install -c requirements/constraints.txt -e ".[iceberg-jar,test,postgres,hive,s3,openlineage]" \
-         && "$VENV/bin/pip" check; } >"$log" 2>&1; then
+         && "$VENV/bin/pip" install -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,openlineage]" \
+         && "$VENV/bin/pip" check \
+         && "$VENV/bin/python" -c "import pyspark.sql, sys; sys.exit(not pyspark.__version__.startswith('$LAKE_SPARK'))"; \
+       } >"$log" 2>&1; then
     tail -40 "$log" >&2
     echo "bootstrap: pip install failed (full log: $log)" >&2
     exit 1
   fi
   rm -f "$log"
   echo "$stamp_value" > "$stamp_file"
+  echo "$LAKE_SPARK" > "$track_file"
 fi
 # The editable install leaves airflow_lake_provider.egg-info in the checkout. With the checkout on
 # PYTHONPATH (the tests put it there for their subprocesses) Python then sees the package twice,
@@ -61,21 +80,7 @@ fi
 # loaded. The installed dist-info is all the editable install needs.
 rm -rf airflow_lake_provider.egg-info
 
-# S3A for Spark (an s3:// warehouse): hadoop-aws 3.3.1 and the AWS SDK bundle 1.11.901 it was
-# built against, taken from the PyPI source archive of sagemaker-pyspark 1.4.5 (only the two
-# jars are extracted; the package itself is never installed: it pins pyspark 3.3). Cached
-# outside git; skipped when both are there.
-JAR_CACHE=${LAKE_JAR_CACHE:-$HOME/.cache/airflow-lake-provider/jars}
-S3A_JARS=(hadoop-aws-3.3.1.jar aws-java-sdk-bundle-1.11.901.jar)
-if [ ! -f "$JAR_CACHE/${S3A_JARS[0]}" ] || [ ! -f "$JAR_CACHE/${S3A_JARS[1]}" ]; then
-  echo "bootstrap: caching the S3A jars in $JAR_CACHE (a 180 MB download, once)"
-  mkdir -p "$JAR_CACHE"
-  download=$(mktemp -d)
-  "$VENV/bin/pip" download --quiet --no-deps --no-binary :all: sagemaker-pyspark==1.4.5 -d "$download"
-  for jar in "${S3A_JARS[@]}"; do
-    tar -xzf "$download"/sagemaker_pyspark-1.4.5.tar.gz -C "$download" "sagemaker_pyspark-1.4.5/deps/jars/$jar"
-    mv "$download/sagemaker_pyspark-1.4.5/deps/jars/$jar" "$JAR_CACHE/$jar.part"
-    mv "$JAR_CACHE/$jar.part" "$JAR_CACHE/$jar"
-  done
-  rm -rf "$download"
-fi
+# The Spark jobs' jars by Maven coordinates (Iceberg's Spark runtime of this track, hadoop-aws and
+# its AWS SDK, iceberg-aws-bundle), fetched once with the machine's Maven into the jar cache
+# ($LAKE_JAR_CACHE, default ~/.cache/airflow-lake-provider/jars); a jar already there is kept.
+"$VENV/bin/python" -m airflow_lake_provider.jars fetch >/dev/null

@@ -99,21 +99,16 @@ def spark(lake_hook):
     from airflow_lake_provider.jobs.session import local_session
 
     lake_hook.catalog  # PyIceberg creates the catalog tables Spark expects (init-catalog-tables=false)
-    from airflow_lake_provider.jars import resolve_jars
+    from airflow_lake_provider.jars import cached_jars, resolve_classpath, spark_line
 
-    # The PostgreSQL driver too, so tests can register a PostgreSQL catalog in this session.
-    jars = list(dict.fromkeys([*lake_hook.spark_jars(), *resolve_jars("postgresql")]))
-    # The S3A pair too when bootstrap cached it, so tests can register a catalog on S3 here.
-    from airflow_lake_provider.exceptions import LakeConfigError
-    from airflow_lake_provider.jars import s3a_jars
-
-    try:
-        jars += s3a_jars()
-    except LakeConfigError:
-        pass
+    # The PostgreSQL driver and the S3A pair too, so tests can register a PostgreSQL catalog or a
+    # catalog on S3 in this session (bootstrap caches the pair; a missing one fails here).
+    classpath = lake_hook.spark_classpath()
+    jars = list(dict.fromkeys([*classpath.jars, *resolve_classpath("postgresql").jars, *cached_jars(spark_line().s3a)]))
     session = local_session(
         lake_hook.spark_catalog_conf(),
         jars=jars,
+        packages=classpath.packages,
         warehouse_dir=str(_ROOT / "spark-warehouse"),
     )
     yield session

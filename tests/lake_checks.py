@@ -108,7 +108,7 @@ def spark_fingerprint(spark, table_name: str, *, snapshot_id: int | None = None,
     applies equality deletes too), comparable with :func:`table_fingerprint`."""
     reader = spark.read.format("iceberg")
     if snapshot_id is not None:
-        reader = reader.option("snapshot-id", str(snapshot_id))
+        reader = reader.option("versionAsOf", str(snapshot_id))
     return rows_fingerprint([row.asDict() for row in reader.load(f"{catalog}.{table_name}").collect()])
 
 

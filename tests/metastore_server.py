@@ -1,4 +1,4 @@
-"""A Hive metastore on 127.0.0.1 for the topology tests, from the Hive 2.3.9 jars pyspark ships.
+"""A Hive metastore on 127.0.0.1 for the topology tests, from the Hive 2.3 jars pyspark ships.
 
 No metastore installs from the reachable registries, but pyspark carries Hive's metastore, the
 Derby database and DataNucleus (Spark's own Hive support uses them). This module, run as a
@@ -86,6 +86,8 @@ def serve(port: int, root: Path) -> None:
         "javax.jdo.option.ConnectionURL": f"jdbc:derby:;databaseName={root}/metastore_db;create=true",
         "javax.jdo.option.ConnectionDriverName": "org.apache.derby.jdbc.EmbeddedDriver",
         "datanucleus.schema.autoCreateAll": "true",
+        # The default pool (BoneCP) is not among Spark 4's jars; commons-dbcp is on both tracks.
+        "datanucleus.connectionPoolingType": "dbcp",
         "hive.metastore.schema.verification": "false",
         "hive.metastore.warehouse.dir": f"file://{root}/warehouse",
         **json.loads(os.environ.get(HADOOP_CONF_ENV) or "{}"),
@@ -110,13 +112,9 @@ def serve(port: int, root: Path) -> None:
 def hive_metastore(seaweedfs_server):
     """A metastore whose new namespaces and tables may live on the SeaweedFS server's S3."""
     from airflow_lake_provider.catalog_config import CatalogConfig
-    from airflow_lake_provider.exceptions import LakeConfigError
-    from airflow_lake_provider.jars import s3a_jars
+    from airflow_lake_provider.jars import cached_jars, spark_line
 
-    try:
-        jars = s3a_jars()
-    except LakeConfigError as error:
-        pytest.skip(f"The S3A jars are not cached, run scripts/bootstrap.sh ({error})")
+    jars = cached_jars(spark_line().s3a)
     server = HiveMetastore(Path(tempfile.mkdtemp(prefix="lake-metastore-")), free_port())
     # The S3A settings a Spark job of this store gets, for the metastore's own Hadoop file system.
     spark_conf = CatalogConfig(name="lake", kind="hive", uri=server.uri, warehouse=server.warehouse,

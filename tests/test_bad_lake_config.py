@@ -121,82 +121,63 @@ def test_bad_s3_and_rest_configuration_is_refused_in_seconds_before_spark(rest_t
     assert _state(good_id, table) == before
 
 
-def test_missing_s3a_jars_are_refused_before_spark(rest_table, tmp_path, monkeypatch, bad_input):
-    server, conn, good_id, table = rest_table
-    before = _state(good_id, table)
-    empty = tmp_path / "no-jars"
-    empty.mkdir()
-    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(empty))
-    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "elsewhere"))
-    op = IcebergRewriteDataFilesOperator(task_id="rewrite", table=table, lake_conn_id=good_id,
-                                         options={"rewrite-all": "true"})
-    started = time.monotonic()
-    with pytest.raises(LakeConfigError) as raised:
-        op.execute({"ti": FakeTaskInstance()})
-    assert time.monotonic() - started < FAST
-    message = str(raised.value)
-    assert "hadoop-aws-3.3.1.jar" in message and "LAKE_S3A_JAR_DIR" in message and "spark.jars.packages" in message
-    assert op._job_hook._submit_hook is None  # spark-submit never ran
-    assert _state(good_id, table) == before
-    bad_input("connection (S3 / REST)", "S3 lake, LAKE_S3A_JAR_DIR empty and no jar cache", raised.value,
-              table_checked=True)
-
-
-def test_missing_s3a_jars_name_only_ways_out_a_pip_install_has(tmp_path, monkeypatch, bad_input):
-    """The wheel ships no scripts/: the refusal names the jars' Maven coordinates, the directory
-    settings and the Spark settings, and the job takes each of them (no JVM: the spark-submit
-    command is read). The packages are the hadoop-aws of pyspark's own Hadoop."""
+@pytest.mark.both_tracks
+def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, monkeypatch, bad_input):
+    """No JVM: the spark-submit command is read. The coordinates are those of the installed Spark line
+    (hadoop-aws that of pyspark's own Hadoop); a cached jar is shipped, an uncached one resolved by
+    Spark; what the user names is not added again; a Spark line Iceberg has no runtime for is refused."""
     from pathlib import Path
 
     import pyspark
 
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-    from airflow_lake_provider.jars import S3A_JAR_COORDINATES, S3A_JARS, S3A_PACKAGES
+    from airflow_lake_provider.jars import jar_file_name, spark_line
 
-    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
-    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "no-jars"))
+    line = spark_line()
+    assert pyspark.__version__.startswith(line.minor)
+    hadoop = sorted(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar"))
+    assert hadoop and line.s3a[0] == f"org.apache.hadoop:hadoop-aws:{hadoop[0].stem.removeprefix('hadoop-client-api-')}"
+    scala = sorted(Path(pyspark.__file__).parent.glob("jars/scala-library-*.jar"))
+    assert scala and scala[0].stem.removeprefix("scala-library-").startswith(line.scala)
+    cache = tmp_path / "cache"
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(cache))
 
     def lake(**extra) -> IcebergLakeHook:
         return IcebergLakeHook(_set(monkeypatch, {
             "conn_type": "iceberg_lake", "host": f"sqlite:///{tmp_path}/catalog.db",
             "extra": {"warehouse": "s3://warehouse/lake", "properties": {"s3.endpoint": "http://127.0.0.1:9"}, **extra}}))
 
-    def command(job: LakeSparkJobHook) -> list[str]:
+    def command(job: LakeSparkJobHook) -> tuple[list[str], list[str]]:
         work_dir = tmp_path / uuid.uuid4().hex
         work_dir.mkdir()
-        return job.prepare("sql", {"statements": ["SELECT 1"]}, job.resolve_target(), work_dir).command()
+        argv = job.prepare("sql", {"statements": ["SELECT 1"]}, job.resolve_target(), work_dir).command()
+        listed = {flag: argv[argv.index(flag) + 1].split(",") if flag in argv else [] for flag in ("--jars", "--packages")}
+        return listed["--jars"], listed["--packages"]
 
-    job = LakeSparkJobHook(lake_hook=lake())
+    wanted = [line.iceberg_runtime, *line.s3a]
+    jars, packages = command(LakeSparkJobHook(lake_hook=lake()))
+    assert packages == wanted and jars == ["/usr/share/java/sqlite-jdbc.jar"]
+    cache.mkdir()
+    for coordinate in wanted:
+        (cache / jar_file_name(coordinate)).write_bytes(b"")
+    jars, packages = command(LakeSparkJobHook(lake_hook=lake()))
+    assert packages == [] and jars == [str(cache / jar_file_name(line.iceberg_runtime)), "/usr/share/java/sqlite-jdbc.jar",
+                                       *(str(cache / jar_file_name(c)) for c in line.s3a)]
+    # Named by the user (connection's spark_packages, spark.jars.packages, a jar, a provided runtime): theirs only.
+    own = ["org.apache.hadoop:hadoop-aws:9.9.9", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.99.0"]
+    for job in (LakeSparkJobHook(lake_hook=lake(spark_packages=",".join(own))),
+                LakeSparkJobHook(lake_hook=lake(), spark_conf={"spark.jars.packages": ",".join(own)})):
+        jars, packages = command(job)
+        assert packages == own and not [j for j in jars if "hadoop-aws" in j or "iceberg-spark-runtime" in j]
+    jars, packages = command(LakeSparkJobHook(lake_hook=lake(iceberg_runtime_provided=True)))
+    assert not [j for j in jars if "iceberg-spark-runtime" in j]
+    # A Spark line Iceberg ships no runtime for: refused before any JVM, naming the lines that work.
+    job = LakeSparkJobHook(lake_hook=lake(spark_version="4.2.0"))
     with pytest.raises(LakeConfigError) as raised:
         job.run_job("sql", {"statements": ["SELECT 1"]})
     assert job._submit_hook is None
-    message = str(raised.value)
-    assert "bootstrap" not in message and "scripts/" not in message
-    packages = ",".join(S3A_PACKAGES)
-    for named in (*S3A_JARS, *S3A_JAR_COORDINATES, "LAKE_S3A_JAR_DIR", "spark_packages", "spark.jars.packages", packages):
-        assert named in message, named
-    bad_input("connection", "warehouse s3://warehouse/lake, no S3A jars (installed with pip: no scripts/)", raised.value)
-
-    hadoop = sorted(Path(pyspark.__file__).parent.glob("jars/hadoop-client-api-*.jar"))
-    assert hadoop and S3A_PACKAGES[0] == f"org.apache.hadoop:hadoop-aws:{hadoop[0].stem.removeprefix('hadoop-client-api-')}"
-
-    # The connection's spark_packages, spark.jars.packages in its spark_conf or in the operator's:
-    # the packages go to spark-submit and no S3A jar is looked for.
-    for job in (LakeSparkJobHook(lake_hook=lake(spark_packages=packages)),
-                LakeSparkJobHook(lake_hook=lake(spark_conf={"spark.jars.packages": packages})),
-                LakeSparkJobHook(lake_hook=lake(), spark_conf={"spark.jars.packages": packages})):
-        submitted = command(job)
-        assert submitted[submitted.index("--packages") + 1] == packages
-        assert "hadoop-aws" not in submitted[submitted.index("--jars") + 1]
-    # The two files, under the names the message gives, in LAKE_S3A_JAR_DIR.
-    jar_dir = tmp_path / "s3a-jars"
-    jar_dir.mkdir()
-    for name in S3A_JARS:
-        (jar_dir / name).write_bytes(b"")
-    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(jar_dir))
-    submitted = command(LakeSparkJobHook(lake_hook=lake()))
-    shipped = submitted[submitted.index("--jars") + 1].split(",")
-    assert all(str(jar_dir / name) in shipped for name in S3A_JARS)
+    assert "Spark 3.5, 4.0, 4.1 only" in str(raised.value) and "pyspark==4.1.3" in str(raised.value)
+    bad_input("connection", "spark_version 4.2.0 (no Iceberg runtime for Spark 4.2)", raised.value)
 
 
 def test_test_connection_on_real_seaweedfs(rest_table, monkeypatch):

@@ -225,32 +225,38 @@ def test_rest_oauth2_names_its_token_endpoint_on_both_faces():
     assert "oauth2-server-uri" not in anonymous.pyiceberg_catalog_properties()
 
 
-def test_s3a_jars_found_in_the_cache_or_the_override_or_refused(tmp_path, monkeypatch):
-    from airflow_lake_provider.jars import S3A_JARS, resolve_jars, s3a_jars
+def test_the_classpath_takes_each_coordinate_from_the_cache_or_leaves_it_to_spark(tmp_path, monkeypatch):
+    from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE, SPARK_LINES, cached_jars, jar_file_name, resolve_classpath
 
-    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
-    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "empty-cache"))
-    with pytest.raises(LakeConfigError) as raised:
-        resolve_jars(None, s3a=True)
-    message = str(raised.value)
-    assert "hadoop-aws-3.3.1.jar" in message and "org.apache.hadoop:hadoop-aws:3.3.4" in message
-    assert "LAKE_S3A_JAR_DIR" in message and "scripts/bootstrap.sh" not in message  # the wheel ships no scripts/
-    cache = tmp_path / "cache"
-    cache.mkdir()
-    for name in S3A_JARS:
-        (cache / name).write_bytes(b"jar")
-    monkeypatch.setenv("LAKE_JAR_CACHE", str(cache))
-    assert s3a_jars() == [str(cache / name) for name in S3A_JARS]
-    jars = resolve_jars(None, s3a=True)
-    assert jars[-2:] == [str(cache / name) for name in S3A_JARS]
-    assert not [j for j in resolve_jars(None, s3a=False) if "hadoop-aws" in j]
-    # hadoop-aws given by the user (jar or package): not added twice.
-    assert not [j for j in resolve_jars(None, s3a=True, packages=["org.apache.hadoop:hadoop-aws:3.3.4"]) if "hadoop-aws" in j]
-    override = tmp_path / "override"
-    override.mkdir()
-    monkeypatch.setenv("LAKE_S3A_JAR_DIR", str(override))
-    with pytest.raises(LakeConfigError, match="LAKE_S3A_JAR_DIR"):
-        s3a_jars()
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path))
+    line = SPARK_LINES["3.5"]
+    assert line.iceberg_runtime == "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"
+    assert SPARK_LINES["4.1"].iceberg_runtime == "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.12.0"
+    classpath = resolve_classpath(None, s3a=True, aws_bundle=True, spark_version="3.5.9")
+    assert classpath.jars == [] and classpath.packages == [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE]
+    with pytest.raises(LakeConfigError, match="airflow_lake_provider.jars fetch"):
+        cached_jars(line.s3a)
+    (tmp_path / jar_file_name(line.s3a[0])).write_bytes(b"jar")
+    classpath = resolve_classpath(None, s3a=True, spark_version="3.5.9")
+    assert classpath.jars == [str(tmp_path / "hadoop-aws-3.3.4.jar")]
+    assert classpath.packages == [line.iceberg_runtime, "com.amazonaws:aws-java-sdk-bundle:1.12.262"]
+    assert "hadoop-aws" not in str(resolve_classpath(None, s3a=False, spark_version="3.5.9"))
+    # An artifact the user gives (any version, jar or coordinate) is not added twice.
+    own = resolve_classpath(None, s3a=True, spark_version="3.5.9", packages=["org.apache.hadoop:hadoop-aws:3.3.6"],
+                            extra_jars=[str(tmp_path / "hadoop-aws-3.3.4.jar")])
+    assert [item for item in [*own.jars, *own.packages] if "hadoop-aws" in item] == [
+        str(tmp_path / "hadoop-aws-3.3.4.jar"), "org.apache.hadoop:hadoop-aws:3.3.6"]
+    assert "iceberg-spark-runtime" not in str(resolve_classpath(None, iceberg_runtime_provided=True, spark_version="4.1.3"))
+
+
+def test_s3fileio_and_sigv4_bring_the_aws_bundle():
+    s3 = {"s3.endpoint": "http://127.0.0.1:9"}
+    assert not CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3).spark_uses_aws_bundle
+    file_io = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3,
+                            spark_properties={"io-impl": "org.apache.iceberg.aws.s3.S3FileIO"})
+    assert file_io.spark_uses_aws_bundle and not file_io.spark_uses_s3a
+    assert CatalogConfig(name="c", kind="rest", uri="http://x",
+                         spark_properties={"rest.auth.type": "sigv4"}).spark_uses_aws_bundle
 
 
 def test_the_official_iceberg_connection_describes_a_rest_catalog_for_both_engines():
@@ -288,3 +294,33 @@ def test_an_official_iceberg_connection_this_package_cannot_open_is_refused(bad_
     with pytest.raises(LakeConfigError, match=message) as refused:
         config_from_iceberg_connection("iceberg_default", host=None, login=None, password=None, extra=extra)
     bad_input("connection (type iceberg)", extra, refused.value)
+
+
+def test_s3fileio_gets_its_region_and_path_style_from_the_s3_properties():
+    """S3FileIO reads the ``s3.*`` names PyIceberg reads, but takes its region from ``client.region``
+    only and addresses buckets as virtual hosts by default: both are derived on the Spark face, only
+    for S3FileIO, and what the user gives wins. No S3A setting is derived, no key is invented."""
+    s3 = {"s3.endpoint": "http://127.0.0.1:8333", "s3.region": "eu-west-1"}
+    file_io = {"io-impl": "org.apache.iceberg.aws.s3.S3FileIO"}
+    spark = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3,
+                          spark_properties=file_io).spark_catalog_conf()
+    assert spark["spark.sql.catalog.c.io-impl"] == "org.apache.iceberg.aws.s3.S3FileIO"
+    assert spark["spark.sql.catalog.c.client.region"] == "eu-west-1"
+    assert spark["spark.sql.catalog.c.s3.path-style-access"] == "true"
+    assert not [key for key in spark if "fs.s3a" in key or "access-key" in key or "secret" in key]
+    # Given values win; an AWS endpoint keeps virtual-host addressing; without a region none is made up.
+    given = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3,
+                          spark_properties={**file_io, "client.region": "us-east-2", "s3.path-style-access": "false"})
+    assert given.spark_catalog_conf()["spark.sql.catalog.c.client.region"] == "us-east-2"
+    assert given.spark_catalog_conf()["spark.sql.catalog.c.s3.path-style-access"] == "false"
+    aws = CatalogConfig(name="c", kind="rest", uri="http://x", spark_properties=file_io,
+                        properties={"s3.endpoint": "https://s3.eu-west-1.amazonaws.com"}).spark_catalog_conf()
+    assert "spark.sql.catalog.c.s3.path-style-access" not in aws and "spark.sql.catalog.c.client.region" not in aws
+    # HadoopFileIO (the default on S3) gets S3A settings instead, and neither derived S3FileIO property.
+    s3a = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3).spark_catalog_conf()
+    assert s3a["spark.hadoop.fs.s3a.endpoint.region"] == "eu-west-1"
+    assert "spark.sql.catalog.c.client.region" not in s3a and "spark.sql.catalog.c.s3.path-style-access" not in s3a
+    # PyIceberg's face is untouched.
+    pyiceberg = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3,
+                              spark_properties=file_io).pyiceberg_catalog_properties()
+    assert "client.region" not in pyiceberg and "s3.path-style-access" not in pyiceberg

@@ -175,6 +175,8 @@ def test_the_submitting_client_in_cluster_mode_keeps_the_lines_spark_submit_hook
 
 
 def test_iceberg_runtime_provided_by_the_image_ships_no_runtime_jar(monkeypatch, tmp_path):
+    from airflow_lake_provider.jars import jar_file_name, spark_line
+
     lake = _lake_connection(monkeypatch, tmp_path, iceberg_runtime_provided=True)
     _spark_connection(monkeypatch, "spark_standalone", "spark://10.0.0.5", 7077)
     _, command = _prepare(LakeSparkJobHook(lake_hook=lake, spark_conn_id="spark_standalone"), tmp_path)
@@ -183,8 +185,8 @@ def test_iceberg_runtime_provided_by_the_image_ships_no_runtime_jar(monkeypatch,
     # The operator's argument overrides the connection.
     job = LakeSparkJobHook(lake_hook=lake, spark_conn_id="spark_standalone", iceberg_runtime_provided=False)
     _, command = _prepare(job, tmp_path / "shipped")
-    assert any(j.startswith("iceberg-spark-runtime-3.5_2.12") for j in
-               (Path(j).name for j in _flag(command, "--jars").split(",")))
+    runtime = jar_file_name(spark_line().iceberg_runtime)  # the installed Spark line's, from the jar cache
+    assert runtime in [Path(j).name for j in _flag(command, "--jars").split(",")]
 
 
 @pytest.mark.parametrize(

@@ -46,7 +46,7 @@ import datetime as dt, json, sys, tempfile, traceback
 import os
 from airflow_lake_provider.catalog_config import CatalogConfig
 from airflow_lake_provider.lake import embedded_catalog_config
-from airflow_lake_provider.jars import resolve_jars
+from airflow_lake_provider.jars import resolve_classpath
 from demo_data import _batch
 from pyiceberg.catalog import load_catalog
 
@@ -61,7 +61,8 @@ def session():
     global spark
     if spark is None:
         from airflow_lake_provider.jobs.session import local_session
-        spark = local_session(config.spark_catalog_conf(), jars=resolve_jars(config.jdbc_driver),
+        classpath = resolve_classpath(config.jdbc_driver, s3a=config.spark_uses_s3a)
+        spark = local_session(config.spark_catalog_conf(), jars=classpath.jars, packages=classpath.packages,
                               warehouse_dir=tempfile.mkdtemp(prefix="writer-wh-"), app_name="other-writer")
     return spark
 

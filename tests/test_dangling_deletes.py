@@ -82,26 +82,23 @@ def test_a_list_or_map_anywhere_blocks_the_position_delete_rewrite_on_iceberg_1_
     assert reason.startswith("not run: Iceberg 1.11.0's") and "list<long>" in reason
 
 
-# -- the same error met at run time: skipped, not retried as a conflict (in-process Spark) ------
-def test_the_list_map_error_skips_the_position_delete_rewrite_instead_of_failing(spark, lake_hook, namespace,
-                                                                               monkeypatch):
+# -- the shipped runtime (1.12) rewrites them: the bug is fixed (in-process Spark) ----------------
+def test_position_deletes_of_a_table_with_list_and_map_columns_are_rewritten(spark, lake_hook, namespace):
     from airflow_lake_provider.jobs import rewrite as rewrite_job
 
     name = f"{namespace}.nested"
     _nested_table(spark, name)
     before = spark_fingerprint(spark, name)
-    # As on an Iceberg release not known to be broken: the rewrite is tried and meets the error.
-    monkeypatch.setattr(rewrite_job, "position_delete_rewrite_blocked", lambda version, schema: None)
     result = rewrite_job.run(spark, "lake", {
         "table": name, "options": {"min-input-files": "2"}, "rewrite_position_deletes": True,
         "retry_backoff_seconds": 0.1})
-    assert "Invalid partition field parent: map<string, int>" in result["position_deletes"]["skipped"]
+    assert result["position_deletes"].get("skipped") is None, result["position_deletes"]
     stages = [(a["stage"], a["outcome"]) for a in result["attempts"]]
-    assert stages == [("rewrite data files", "committed"), ("rewrite position deletes", "skipped")]
-    assert result["rewritten_data_files"] == 4 and result["dangling_deletes"] is None
+    assert stages == [("rewrite data files", "committed"), ("rewrite position deletes", "committed")], stages
+    assert result["rewritten_data_files"] == 4
     assert spark_fingerprint(spark, name) == before
-    # Without drop_dangling_deletes the four delete files stay, applying to nothing.
-    assert _delete_file_counts(spark, name)["POSITION_DELETES"] == 4 and len(_dangling_by_iceberg(spark, name)) == 4
+    # The four delete files applied to the rewritten files only: none is left, none dangles.
+    assert _delete_file_counts(spark, name)["POSITION_DELETES"] == 0 and _dangling_by_iceberg(spark, name) == set()
 
 
 # -- the shipped chain, end to end ----------------------------------------------------------------

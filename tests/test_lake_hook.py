@@ -159,41 +159,21 @@ def test_a_glue_catalog_is_refused_with_a_way_out_the_hook_accepts(monkeypatch, 
             hook.get_catalog()
 
 
-def test_missing_jar_override_is_reported(monkeypatch, bad_input):
-    monkeypatch.setenv("LAKE_ICEBERG_RUNTIME_JAR", "/nonexistent/iceberg.jar")
-    with pytest.raises(LakeConfigError, match="LAKE_ICEBERG_RUNTIME_JAR") as raised:
-        IcebergLakeHook().spark_jars()
-    bad_input("jars", "LAKE_ICEBERG_RUNTIME_JAR=/nonexistent/iceberg.jar", raised.value)
-
-
-def test_without_the_jar_extra_a_job_is_refused_with_the_ways_out(monkeypatch, bad_input):
-    """The Iceberg-jar carrier is an optional extra: without it (and no jar configured) the hook says what to do."""
-    import airflow_lake_provider.jars as jars
-
-    monkeypatch.delenv("LAKE_ICEBERG_RUNTIME_JAR", raising=False)
-    real_find_spec = jars.importlib.util.find_spec
-    monkeypatch.setattr(jars.importlib.util, "find_spec",
-                        lambda name, *a: None if name == "snowpark_connect_deps_iceberg" else real_find_spec(name, *a))
-    with pytest.raises(LakeConfigError, match=r"airflow-lake-provider\[iceberg-jar\]") as raised:
-        IcebergLakeHook().spark_jars()
-    assert "iceberg_runtime_provided" in str(raised.value) and "LAKE_ICEBERG_RUNTIME_JAR" in str(raised.value)
-    assert all("iceberg-spark-runtime" not in jar for jar in IcebergLakeHook().spark_jars(iceberg_runtime_provided=True))
-    bad_input("jars", "no [iceberg-jar] extra, no LAKE_ICEBERG_RUNTIME_JAR, runtime not provided", raised.value)
-
-
-def test_user_jars_and_packages_replace_the_bundled_runtime(monkeypatch, tmp_path):
-    jar = tmp_path / "iceberg-spark-runtime-3.5_2.12-9.9.9.jar"
+def test_user_jars_and_packages_replace_the_runtime_of_the_spark_line(monkeypatch, tmp_path):
+    jar = tmp_path / "iceberg-spark-runtime-4.1_2.13-9.9.9.jar"
     jar.write_bytes(b"")
     _set_connection(monkeypatch, "own_jars", host=f"sqlite:///{tmp_path}/c.db",
                     extra={"warehouse": f"file://{tmp_path}/w", "spark_jars": str(jar)})
-    jars = IcebergLakeHook("own_jars").spark_jars()
-    assert jars[0] == str(jar) and not any("snowpark" in j for j in jars)
+    classpath = IcebergLakeHook("own_jars").spark_classpath()
+    assert classpath.jars == [str(jar), "/usr/share/java/sqlite-jdbc.jar"] and classpath.packages == []
     _set_connection(monkeypatch, "maven", host=f"sqlite:///{tmp_path}/c.db",
                     extra={"warehouse": f"file://{tmp_path}/w",
-                           "spark_packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"})
+                           "spark_packages": "org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0",
+                           "spark_version": "3.5"})
     hook = IcebergLakeHook("maven")
-    assert hook.spark_packages() == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.10.2"]
-    assert hook.spark_jars() == ["/usr/share/java/sqlite-jdbc.jar"]
+    assert hook.spark_packages() == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"]
+    assert hook.spark_classpath().jars == ["/usr/share/java/sqlite-jdbc.jar"]
+    assert hook.spark_classpath().packages == ["org.apache.iceberg:iceberg-spark-runtime-3.5_2.12:1.12.0"]
 
 
 def test_provider_is_registered_with_airflow():

@@ -107,6 +107,7 @@ def _row_lineage(spark, name: str) -> dict:
             spark.sql(f"SELECT event_id, _row_id, _last_updated_sequence_number FROM lake.{name}").collect()}
 
 
+@pytest.mark.both_tracks
 @pytest.mark.slow
 @pytest.mark.spark_submit
 def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spark, namespace):

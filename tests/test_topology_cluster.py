@@ -24,6 +24,7 @@ from lake_checks import files_on_disk, live_file_paths, live_files, table_finger
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]
 
 
+@pytest.mark.both_tracks
 def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, lake_home, namespace, spark_cluster,
                                                         monkeypatch):
     name = f"{namespace}.events"

@@ -81,13 +81,9 @@ def s3_lake(monkeypatch, seaweedfs_server, spark, lake_hook, airflow_db):  # noq
     Asks for the shared ``spark`` and ``lake_hook`` first, so they are built on the embedded
     lake before the connection is redirected (monkeypatch restores it after the test).
     """
-    from airflow_lake_provider.exceptions import LakeConfigError
-    from airflow_lake_provider.jars import s3a_jars
+    from airflow_lake_provider.jars import cached_jars, spark_line
 
-    try:
-        s3a_jars()
-    except LakeConfigError as error:
-        pytest.skip(f"The S3A jars are not cached, run scripts/bootstrap.sh ({error})")
+    cached_jars(spark_line().s3a)  # bootstrap caches them: resolving them per job would cost every test
 
     def point(conn: dict):
         from airflow_lake_provider.hooks.lake import IcebergLakeHook
@@ -154,6 +150,7 @@ def _maintain_and_verify(hook, spark, fs, name: str) -> tuple:
     return table, fingerprint, sentinels
 
 
+@pytest.mark.both_tracks
 def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server, spark):  # noqa: F811
     from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 
@@ -235,7 +232,7 @@ def test_maintenance_dag_on_s3_behind_a_sql_catalog(s3_lake, seaweedfs_server, p
 
 
 def test_maintenance_dag_on_s3_behind_a_hive_metastore(s3_lake, seaweedfs_server, hive_metastore, spark):  # noqa: F811
-    """A Hive metastore (2.3.9, the version pyspark's jars carry) whose warehouse is on S3: the
+    """A Hive metastore (2.3, the version pyspark's jars carry) whose warehouse is on S3: the
     namespace and table go where the metastore says, and both faces commit under its locks."""
     hook = s3_lake(seaweedfs_server.catalog_connection("hive", hive_metastore.uri, hive_metastore.warehouse,
                                                        catalog_name="s3hive"))
@@ -247,19 +244,3 @@ def test_maintenance_dag_on_s3_behind_a_hive_metastore(s3_lake, seaweedfs_server
     assert table.location() == f"{hive_metastore.warehouse}/{namespace}.db/events"
 
 
-def test_s3_lake_without_the_s3a_jars_is_refused_before_a_jvm(monkeypatch, tmp_path, bad_input, airflow_db):
-    from airflow_lake_provider.exceptions import LakeConfigError
-    from airflow_lake_provider.hooks.lake import IcebergLakeHook
-    from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-
-    monkeypatch.delenv("LAKE_S3A_JAR_DIR", raising=False)
-    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "no-jars"))
-    monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps({
-        "conn_type": "iceberg_lake", "host": f"sqlite:///{tmp_path}/catalog.db",
-        "extra": {"warehouse": "s3://warehouse/lake", "properties": {"s3.endpoint": "http://127.0.0.1:9"}}}))
-    started = time.monotonic()
-    with pytest.raises(LakeConfigError) as raised:
-        LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
-    assert time.monotonic() - started < 10  # no spark-submit was started
-    assert "hadoop-aws-3.3.1.jar" in str(raised.value) and "org.apache.hadoop:hadoop-aws:3.3.4" in str(raised.value)
-    bad_input("connection", "warehouse s3://warehouse/lake, S3A jars not cached", raised.value)

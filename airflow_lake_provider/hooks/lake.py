@@ -2,7 +2,7 @@
 
 * :meth:`IcebergLakeHook.get_catalog` gives a PyIceberg catalog: planning, sensing and
   verifying run in the Airflow worker without a JVM.
-* :meth:`IcebergLakeHook.spark_catalog_conf` and :meth:`IcebergLakeHook.spark_jars` give
+* :meth:`IcebergLakeHook.spark_catalog_conf` and :meth:`IcebergLakeHook.spark_classpath` give
   the Spark side of the *same* catalog, for the jobs submitted by
   :class:`~airflow_lake_provider.hooks.spark_job.LakeSparkJobHook`.
 
@@ -31,7 +31,7 @@ from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
-from airflow_lake_provider.jars import resolve_jars
+from airflow_lake_provider.jars import SparkClasspath, resolve_classpath
 from airflow_lake_provider.lake import embedded_catalog_config
 from airflow_lake_provider.preflight import (
     check_readable,
@@ -253,21 +253,21 @@ class IcebergLakeHook(BaseHook):
         """The connection's ``iceberg_runtime_provided`` extra: the cluster's image has Iceberg's runtime."""
         return flag(self._extra.get("iceberg_runtime_provided"), "Connection field 'iceberg_runtime_provided'")
 
-    def spark_jars(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None,
-                   packages: list[str] | None = None) -> list[str]:
-        """Jars a Spark job needs for this catalog: user jars, Iceberg runtime, JDBC driver, S3A.
+    def spark_classpath(self, extra_jars: list[str] | None = None, *, iceberg_runtime_provided: bool | None = None,
+                        packages: list[str] | None = None) -> SparkClasspath:
+        """Jars and Maven coordinates a Spark job needs for this catalog (airflow_lake_provider/jars.py).
 
         With ``iceberg_runtime_provided`` (``None``: the connection's extra decides) no Iceberg
         runtime is added: the Spark installation the job runs on has it on its class path.
-        ``packages``: Maven coordinates the job gives besides the connection's ``spark_packages``
-        (``spark.jars.packages`` in a ``spark_conf``); an Iceberg runtime or ``hadoop-aws`` among
-        them is not added as a jar.
+        ``packages``: coordinates the job gives besides the connection's ``spark_packages``
+        (``spark.jars.packages`` in a ``spark_conf``); an artifact named there is not added again.
         """
         jars = [*_json_list(self._extra.get("spark_jars"), "spark_jars"), *(extra_jars or [])]
         provided = self.iceberg_runtime_provided if iceberg_runtime_provided is None else iceberg_runtime_provided
-        return resolve_jars(self.config.jdbc_driver, extra_jars=jars,
-                            packages=[*self.spark_packages(), *(packages or [])],
-                            s3a=self.config.spark_uses_s3a, iceberg_runtime_provided=provided)
+        return resolve_classpath(self.config.jdbc_driver, extra_jars=jars,
+                                 packages=list(dict.fromkeys([*self.spark_packages(), *(packages or [])])),
+                                 s3a=self.config.spark_uses_s3a, aws_bundle=self.config.spark_uses_aws_bundle,
+                                 iceberg_runtime_provided=provided, spark_version=self._extra.get("spark_version"))
 
     def spark_packages(self) -> list[str]:
         """Maven coordinates to resolve at submit time (only where Maven can be reached)."""

@@ -63,6 +63,7 @@ from airflow_lake_provider.catalog_config import is_secret_key
 from airflow_lake_provider.core.contracts import BatchJobArgs
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.jars import jar_cache_dir
 from airflow_lake_provider.jobs import JOB_NAMES
 
 PACKAGE_DIR = Path(airflow_lake_provider.__file__).parent
@@ -502,16 +503,22 @@ class LakeSparkJobHook(BaseHook):
     def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
         """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
         merged = {flag: launch.pop(key, None) for key, flag in _FLAG_CONF.items()}
-        packages = _joined(self.lake_hook.spark_packages(), self.packages, merged["packages"])
-        jars = self.lake_hook.spark_jars(self.jars, iceberg_runtime_provided=self.iceberg_runtime_provided,
-                                         packages=packages.split(",") if packages else [])
+        given = (_joined(self.packages, merged["packages"]) or "").split(",")
+        own_jars = (_joined(self.jars, merged["jars"]) or "").split(",")
+        classpath = self.lake_hook.spark_classpath([jar for jar in own_jars if jar],
+                                                   iceberg_runtime_provided=self.iceberg_runtime_provided,
+                                                   packages=[package for package in given if package])
+        left_to_spark = [package for package in classpath.packages if package not in given]
+        if left_to_spark:
+            self.log.info("Spark resolves %s at submit time (not in the jar cache %s).",
+                          ", ".join(left_to_spark), jar_cache_dir())
         files: list[str] = []
         if not target.driver_in_task:
             log_config = _write_private(work_dir / LOG_CONFIG_NAME, _LOG4J2_PROPERTIES)
             files = [str(spec_path), str(log_config)]
         return {
-            "jars": _joined(jars, merged["jars"]),
-            "packages": packages,
+            "jars": _joined(classpath.jars),
+            "packages": _joined(classpath.packages) or None,
             "py_files": _joined(_jobs_archive(work_dir), merged["py_files"]),
             "files": _joined(files, merged["files"]),
         }

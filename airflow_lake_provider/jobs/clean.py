@@ -30,7 +30,7 @@ from airflow_lake_provider.core.contracts import (
 from airflow_lake_provider.core.quarantine import manifest_location, quarantine_root
 from airflow_lake_provider.jobs import iceberg, references
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
-from airflow_lake_provider.jobs.quarantine import Storage, purge, quarantine
+from airflow_lake_provider.jobs.quarantine import Storage, no_hadoop_file_system, purge, quarantine
 
 
 def _noop_consumer(spark):
@@ -82,8 +82,18 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             if args.quarantine_days == 0:
                 take_orphans(jtable, orphans)
             else:
-                manifest = quarantine(storage, root=root, table=args.table, table_location=location, paths=orphans,
-                                      airflow_run=args.airflow_run)
+                try:
+                    manifest = quarantine(storage, root=root, table=args.table, table_location=location,
+                                          paths=orphans, airflow_run=args.airflow_run)
+                except Exception as error:
+                    if not no_hadoop_file_system(error):
+                        raise
+                    raise ValueError(
+                        f"{len(orphans)} orphan files found, but the quarantine moves files through Hadoop's file "
+                        f"system, which cannot reach {root}: this table is read through "
+                        f"{jtable.io().getClass().getSimpleName()} and no S3A is configured. Set quarantine_days=0 "
+                        "to delete them through the table's FileIO, or read the table through S3A (leave io-impl "
+                        "out of the connection) to keep the quarantine. Nothing was moved.") from error
     listed = CleanJobResult.ORPHAN_FILES_LISTED
     return CleanJobResult(
         **expiry.to_json(),
@@ -105,7 +115,21 @@ def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
     before ``older_than_ms``: Iceberg's own listing, run with a delete function that deletes nothing."""
     jtable.refresh()
     action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(older_than_ms).deleteWith(_noop_consumer(spark))
+    if _lists_through_its_file_io(spark, jtable):
+        # Iceberg lists through Hadoop's FileSystem by default, which has no s3:// when the table is read
+        # through S3FileIO without S3A: list with the table's own FileIO then.
+        action = action.usePrefixListing(True)
     return sorted(iceberg.strings(spark, action.execute().orphanFileLocations()))
+
+
+def _lists_through_its_file_io(spark, jtable) -> bool:
+    """Whether the table's FileIO is not Hadoop's and can list by prefix (S3FileIO, ResolvingFileIO...)."""
+    io = jtable.io()
+    if io.getClass().getName() == "org.apache.iceberg.hadoop.HadoopFileIO":
+        return False
+    jvm = spark.sparkContext._jvm
+    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # Iceberg's classes live in Spark's loader
+    return bool(jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader).isInstance(io))
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:

@@ -153,7 +153,7 @@ def affected_data_files(spark, jtable, snapshot_id: int) -> dict[str, AffectedDa
 
 
 def _read_snapshot(spark, catalog: str, table_name: str, snapshot_id: int):
-    return spark.read.format("iceberg").option("snapshot-id", str(snapshot_id)).load(f"{catalog}.{table_name}")
+    return spark.read.format("iceberg").option("versionAsOf", str(snapshot_id)).load(f"{catalog}.{table_name}")
 
 
 def deleted_positions(spark, catalog: str, table_name: str, snapshot_id: int,

@@ -95,7 +95,7 @@ def _file_rows(spark, catalog: str, table: str, snapshot_id: int, manifests: lis
     which matching equality deletes needs; empty when the snapshot has none. ``manifests`` (the
     snapshot's manifest list, in order) adds ``manifest_index``; ``None`` leaves the order out.
     """
-    entries = spark.read.option("snapshot-id", snapshot_id).table(f"{catalog}.{table}.entries")
+    entries = spark.read.option("versionAsOf", snapshot_id).table(f"{catalog}.{table}.entries")
     metrics = [f"readable_metrics.`{name}` AS {_metric_column(field_id)}"
                for field_id, (name, _) in metric_fields.items()]
     rows = entries.where("status != 2 AND data_file.record_count != 0").selectExpr(

@@ -200,20 +200,28 @@ def _access_denied(error: Exception) -> bool:
     return any(sign in text for sign in ("AccessDenied", "Status Code: 403", "403 Forbidden"))
 
 
+def no_hadoop_file_system(error: Exception) -> bool:
+    """Whether Hadoop has no file system for the path's scheme: the table is read through a FileIO of
+    Iceberg's own (``S3FileIO``) and S3A is not configured, so nothing reaches the store through Hadoop."""
+    return "No FileSystem for scheme" in str(error)
+
+
 def purge(storage: Storage, root: str, quarantine_days: float, *, dry_run: bool,
           default_root: bool = False) -> tuple[list[str], int]:
     """Delete the runs past ``quarantine_days`` (dry run: only name them): ``(run keys, files in them)``.
 
     ``default_root``: the root beside the table, not one the user chose. A store may refuse even
     to list it (a table bucket such as S3 Tables answers 403 for keys that are not table files):
-    then nothing can have been quarantined there, and the purge has nothing to do.
+    then nothing can have been quarantined there, and the purge has nothing to do. The same holds
+    when Hadoop has no file system for the root's scheme: quarantines are moved through Hadoop.
     """
     try:
         runs = list_runs(storage, root)
     except Exception as error:
-        if not (default_root and _access_denied(error)):
+        if not (default_root and (_access_denied(error) or no_hadoop_file_system(error))):
             raise
-        print(f"Quarantine root {root} cannot be listed (access denied): nothing to purge there.", file=sys.stderr)
+        why = "access denied" if _access_denied(error) else "no Hadoop file system for it"
+        print(f"Quarantine root {root} cannot be listed ({why}): nothing to purge there.", file=sys.stderr)
         return [], 0
     due = runs_to_purge({key: m.moved_at_ms if m else None for key, m in runs.items()}, quarantine_days,
                         int(time.time() * 1000))

@@ -49,10 +49,12 @@ def build_session(spec: dict[str, Any]):
     return spark
 
 
-def local_session(session_conf: dict[str, str], *, jars: list[str], warehouse_dir: str, app_name: str = "lake-local"):
+def local_session(session_conf: dict[str, str], *, jars: list[str], warehouse_dir: str, app_name: str = "lake-local",
+                  packages: list[str] | None = None):
     """An in-process ``local[*]`` session on a catalog: for tests, notebooks and users' own scripts.
 
-    Bound to 127.0.0.1 with the UI off, like the jobs the provider submits.
+    Bound to 127.0.0.1 with the UI off, like the jobs the provider submits. ``jars`` and
+    ``packages`` as ``IcebergLakeHook.spark_classpath()`` gives them.
     """
     import os
 
@@ -63,6 +65,7 @@ def local_session(session_conf: dict[str, str], *, jars: list[str], warehouse_di
         SparkSession.builder.master("local[2]")
         .appName(app_name)
         .config("spark.jars", ",".join(jars))
+        .config("spark.jars.packages", ",".join(packages or []))
         .config("spark.driver.bindAddress", "127.0.0.1")
         .config("spark.driver.host", "127.0.0.1")
         .config("spark.ui.enabled", "false")
