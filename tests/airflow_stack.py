@@ -177,6 +177,18 @@ class AirflowStack:
         return self.wait_for(finished, timeout, f"run {run_id} of {dag_id}", interval=3,
                              diagnose=lambda: self.task_states(dag_id))
 
+    def wait_for_executor_report(self, dag_id: str, run_id: str, task_id: str, timeout: float = 120) -> None:
+        """Until the scheduler has taken in the executor's report of the task's last process.
+
+        A paused task (a human-in-the-loop gate awaiting input) answered before that report arrives
+        can be failed by Airflow 3.3's scheduler, which then takes the paused try's exit for the
+        resumed try's ("finished with state success, but the task instance's state attribute is
+        queued"); its log line "TaskInstance Finished" says the report was taken in.
+        """
+        line = f"TaskInstance Finished: dag_id={dag_id}, task_id={task_id}, run_id={run_id},"
+        self.wait_for(lambda: line in (self.home / "scheduler.log").read_text(errors="replace"), timeout,
+                      f"the scheduler to take in the executor's report of {task_id} in {run_id}", interval=1)
+
     def task_log(self, dag_id: str, run_id: str, task_id: str, try_number: int = 1) -> str:
         """The full log of one try of a task instance, as the UI shows it."""
         return self.api("GET", f"/dags/{dag_id}/dagRuns/{run_id}/taskInstances/{task_id}/logs/{try_number}",

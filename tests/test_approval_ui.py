@@ -31,6 +31,8 @@ def _wait_for_the_gate(airflow, run_id: str) -> None:
                      f"the expiry's approval gate of {run_id} to wait for input", interval=3,
                      diagnose=lambda: airflow.task_states(DAG_ID, run_id))
     assert _state(airflow, run_id, "expire") is None  # nothing deleted while it waits
+    # A person answers after the scheduler took in the paused try's exit (airflow_stack.py says why).
+    airflow.wait_for_executor_report(DAG_ID, run_id, "approve_expire")
 
 
 def _answer(page, airflow, run_id: str, choice: str, snapshots: int, screenshot=None) -> None:

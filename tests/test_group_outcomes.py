@@ -9,7 +9,6 @@ back, and what the XCom says. The table is saved for docs/task-group.md (``make 
 
 from __future__ import annotations
 
-import time
 
 import pytest
 
@@ -142,10 +141,8 @@ def test_every_outcome_of_the_group_is_the_runs_outcome(airflow, lake_hook, spar
     airflow.wait_for(lambda: _states(airflow, rejected["dag"], rejected["run_id"]).get("approve_expire") == "awaiting_input",
                      300, "the approval gate to wait for a person",
                      diagnose=lambda: airflow.task_states(rejected["dag"], rejected["run_id"]))
-    # A person answers after the paused try has ended: answered within the second the gate paused,
-    # Airflow 3.3's scheduler can take the paused try's own exit for the resumed try's (seen here:
-    # "finished with state success, but the task instance's state attribute is queued").
-    time.sleep(8)
+    # A person answers after the scheduler took in the paused try's exit (airflow_stack.py says why).
+    airflow.wait_for_executor_report(rejected["dag"], rejected["run_id"], "approve_expire")
     response = airflow.api("PATCH", gate, json={"chosen_options": ["Reject"], "params_input": {}})
     assert response.ok, response.text
 

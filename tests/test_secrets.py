@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import io
 import json
 import os
 import stat
@@ -124,6 +125,17 @@ def _holding(files, secrets: dict[str, str]) -> list[tuple[str, str]]:
     return found
 
 
+def _event_log_text(path: Path) -> str:
+    """An event log file's text; Spark 4 writes them zstd-compressed by default."""
+    data = path.read_bytes()
+    if path.suffix == ".zstd":
+        import zstandard
+
+        with zstandard.ZstdDecompressor().stream_reader(io.BytesIO(data)) as reader:
+            data = reader.read()
+    return data.decode(errors="replace")
+
+
 def test_s3_and_oauth_secrets_stay_out_of_everything_a_failed_and_a_good_run_leave(
         seaweedfs_oauth_client, monkeypatch, tmp_path, airflow_db, capfd):
     """Distinct S3 key and OAuth client secret; one rewrite fails in Spark, one succeeds; then the
@@ -174,9 +186,9 @@ def test_s3_and_oauth_secrets_stay_out_of_everything_a_failed_and_a_good_run_lea
     assert xcom["rewritten_data_files"] == 2
     mine = [argv for argv in watch.argv if str(private_tmp) in argv]
     assert any("SparkSubmit" in argv or "spark-submit" in argv for argv in mine)
-    event_logs = [p for p in events.iterdir() if p.is_file()]
-    assert len(event_logs) == 2
-    event_text = "\n".join(p.read_text(errors="replace") for p in event_logs)
+    # One event log per application: a file, or (Spark 4 rolls them by default) a directory of files.
+    assert len(list(events.iterdir())) == 2
+    event_text = "\n".join(_event_log_text(p) for p in events.rglob("*") if p.is_file())
     # Spark did log the catalog's settings, names and all: the search below is meaningful.
     assert "spark.sql.catalog.lake.credential" in event_text and "spark.hadoop.fs.s3a.secret.key" in event_text
 
