@@ -98,6 +98,25 @@ def s3_lake(monkeypatch, seaweedfs_server, spark, lake_hook, airflow_db):  # noq
     return point
 
 
+def assert_compacted_on_s3(table, xcom: dict, snapshot_before: int, fs, location: str) -> None:
+    """The 12 small files of the S3 tests' table are 2: the snapshot chain through XCom is the table's,
+    every live file is still on S3 and the rewritten ones are gone."""
+    assert live_files(table) == {"DATA": 2, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
+    history = {s.snapshot_id for s in table.snapshots()}
+    assert xcom["plan"]["snapshot_id"] == xcom["rewrite"]["snapshot_id_before"] == snapshot_before
+    assert xcom["plan"]["totals"]["files"] == 12
+    assert xcom["rewrite"]["rewritten_data_files"] == 12 and xcom["rewrite"]["failed_groups"] == []
+    assert xcom["rewrite"]["snapshot_id_after"] == table.current_snapshot().snapshot_id
+    assert xcom["rewrite"]["committed_snapshot_ids"][-1] in history
+    assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
+    assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
+    assert xcom["expire"]["deleted_files"]["data_files"] == 12
+    on_s3 = _objects(fs, location)
+    live = {_key(f.file_path) for f in live_content_files(table)}
+    assert live <= on_s3
+    assert not {k for k in on_s3 if "/data/" in k} - live
+
+
 def _maintain_and_verify(hook, spark, fs, name: str) -> tuple:
     """Write a table of small files with deletes, run the DAG, check everything a user would."""
     catalog = hook.config.name
@@ -128,23 +147,7 @@ def _maintain_and_verify(hook, spark, fs, name: str) -> tuple:
     spark.sql(f"REFRESH TABLE {catalog}.{name}")
     assert spark_fingerprint(spark, name, catalog=catalog) == fingerprint
     assert not spark.sql(f"SELECT 1 FROM {catalog}.{name} WHERE event_id % 10 = 3").collect()
-    files_after = live_files(table)
-    assert files_after == {"DATA": 2, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
-    # The snapshot chain through XCom is the table's.
-    history = {s.snapshot_id for s in table.snapshots()}
-    assert xcom["plan"]["snapshot_id"] == xcom["rewrite"]["snapshot_id_before"] == snapshot_before
-    assert xcom["plan"]["totals"]["files"] == 12
-    assert xcom["rewrite"]["rewritten_data_files"] == 12 and xcom["rewrite"]["failed_groups"] == []
-    assert xcom["rewrite"]["snapshot_id_after"] == table.current_snapshot().snapshot_id
-    assert xcom["rewrite"]["committed_snapshot_ids"][-1] in history
-    assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
-    assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
-    assert xcom["expire"]["deleted_files"]["data_files"] == 12
-    # Every live file is still on S3; the rewritten ones are gone; nothing beside the table touched.
-    on_s3 = _objects(fs, location)
-    live = {_key(f.file_path) for f in live_content_files(table)}
-    assert live <= on_s3
-    assert not {k for k in on_s3 if "/data/" in k} - live
+    assert_compacted_on_s3(table, xcom, snapshot_before, fs, location)
     assert xcom["clean"]["orphan_file_count"] == 0
     assert all(_exists(fs, key) for key in sentinels)
     return table, fingerprint, sentinels
