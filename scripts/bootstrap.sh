@@ -84,3 +84,10 @@ rm -rf airflow_lake_provider.egg-info
 # its AWS SDK, iceberg-aws-bundle), fetched once with the machine's Maven into the jar cache
 # ($LAKE_JAR_CACHE, default ~/.cache/airflow-lake-provider/jars); a jar already there is kept.
 "$VENV/bin/python" -m airflow_lake_provider.jars fetch >/dev/null
+
+# The class archive the jobs' driver JVMs start from (airflow_lake_provider/class_archive.py): recorded
+# once per Spark installation and Java by a short warm-up application (about a minute), then kept.
+if ! "$VENV/bin/python" -c "import sys; from airflow_lake_provider.class_archive import archive_for_driver; sys.exit(archive_for_driver() is None)"; then
+  echo "bootstrap: recording the jobs' class archive (Spark track $LAKE_SPARK, about a minute)"
+  PATH="$PWD/$VENV/bin:$PATH" "$VENV/bin/python" -m airflow_lake_provider.class_archive build >/dev/null
+fi

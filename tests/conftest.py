@@ -123,12 +123,17 @@ def namespace(lake_hook) -> str:
     return name
 
 
-def load_dag(file_name: str, dag_id: str):
-    """Import a DAG file from the test dags folder and return the DAG object."""
-    path = DAGS_FOLDER / file_name
+def import_file(path: Path):
+    """Import a DAG file as a fresh module (the dags folder is not on sys.path)."""
     spec = importlib.util.spec_from_file_location(f"dagfile_{path.stem}_{uuid.uuid4().hex[:6]}", path)
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
+    return module
+
+
+def load_dag(file_name: str, dag_id: str):
+    """Import a DAG file from the test dags folder and return the DAG object."""
+    module = import_file(DAGS_FOLDER / file_name)
     from airflow.sdk import DAG
 
     return next(v for v in vars(module).values() if isinstance(v, DAG) and v.dag_id == dag_id)

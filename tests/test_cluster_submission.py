@@ -235,3 +235,46 @@ def test_env_vars_are_placed_where_spark_submit_hook_places_them():
     standalone = place_env_vars(SparkTarget("spark://10.0.0.5:7077", "client"), user, own)
     assert standalone.conf == {} and standalone.submit_hook_env_vars is None and standalone.process_env["LAKE_TEAM"] == "data"
     assert place_env_vars(SparkTarget("local[*]", "client"), {}, own).process_env == own
+
+
+def test_a_driver_in_the_task_maps_the_class_archive_and_a_cluster_driver_does_not(monkeypatch, tmp_path, lake_hook):
+    from airflow_lake_provider import class_archive
+
+    archive = tmp_path / "classes.jsa"
+    archive.write_bytes(b"")
+    monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
+    local, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection"), tmp_path)
+    assert f"-XX:SharedArchiveFile={archive}" in local.environment()["SPARK_SUBMIT_OPTS"].split()
+    _spark_connection(monkeypatch, "spark_yarn", "yarn", **{"deploy-mode": "cluster"})
+    cluster, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn",
+                                           result_location="hdfs://nn/tmp/r"), tmp_path / "cluster")
+    assert "SharedArchiveFile" not in cluster.environment()["SPARK_SUBMIT_OPTS"]
+    # None built for this Spark and Java: nothing is added, the job starts as it would without the feature.
+    archive.unlink()
+    bare, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection"), tmp_path / "bare")
+    assert "SharedArchiveFile" not in bare.environment()["SPARK_SUBMIT_OPTS"]
+
+
+def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monkeypatch, tmp_path):
+    from airflow_lake_provider import class_archive
+
+    def fake_spark(name: str, jars: list[str]) -> Path:
+        home = tmp_path / name
+        (home / "jars").mkdir(parents=True)
+        for jar in jars:
+            (home / "jars" / jar).write_bytes(b"")
+        return home
+
+    monkeypatch.setenv("SPARK_HOME", str(fake_spark("spark-a", ["spark-core_2.13-4.1.3.jar"])))
+    first = class_archive.archive_path()
+    assert first is not None and first.parent.name == "class-archives" and class_archive.archive_for_driver() is None
+    monkeypatch.setenv("SPARK_HOME", str(fake_spark("spark-b", ["spark-core_2.13-4.1.2.jar"])))
+    assert class_archive.archive_path() != first
+    java = tmp_path / "jdk" / "bin" / "java"
+    java.parent.mkdir(parents=True)
+    java.write_text("#!/bin/sh\n")
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "jdk"))
+    other_java = class_archive.archive_path()
+    assert other_java not in (first, None)
+    monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
+    assert class_archive.archive_path() is None  # no java: no archive to name

@@ -8,6 +8,7 @@ import time
 import psutil
 import pytest
 
+from airflow_lake_provider import class_archive
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
@@ -16,8 +17,11 @@ from lake_checks import job_processes
 pytestmark = pytest.mark.spark_submit
 
 
-def test_runs_a_pyspark_application_and_returns_its_json_result(lake_hook, namespace):
-    job = LakeSparkJobHook(lake_hook=lake_hook)
+def test_runs_a_pyspark_application_and_returns_its_json_result(lake_hook, namespace, tmp_path):
+    # The JVM's class-loading log tells where each class came from: the class archive bootstrap built, or a jar.
+    class_log = tmp_path / "classes.log"
+    job = LakeSparkJobHook(lake_hook=lake_hook,
+                           spark_conf={"spark.driver.extraJavaOptions": f"-Xlog:class+load=info:file={class_log}"})
     result = job.run_job(
         "sql",
         {"statements": [
@@ -36,6 +40,13 @@ def test_runs_a_pyspark_application_and_returns_its_json_result(lake_hook, names
     table = lake_hook.load_table(f"{namespace}.t")
     assert len(table.scan().to_arrow()) == 2 and table.current_snapshot() is not None
     assert job._submit_hook._connection["master"] == "local[*]"
+    # The driver mapped Spark's and Iceberg's classes from the class archive instead of parsing them from jars.
+    archive = class_archive.archive_for_driver()
+    assert archive is not None, "bootstrap builds the class archive (python -m airflow_lake_provider.class_archive build)"
+    loaded = class_log.read_text()
+    shared = [line for line in loaded.splitlines() if "shared objects file (top)" in line]
+    assert any(" org.apache.spark.sql.SparkSession " in line for line in shared), loaded[-2000:]
+    assert any(" org.apache.iceberg.spark.SparkCatalog " in line for line in shared), loaded[-2000:]
 
 
 def test_a_failing_application_surfaces_icebergs_error(lake_hook, namespace):

@@ -59,6 +59,7 @@ from airflow.sdk import BaseHook, Connection
 from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 
 import airflow_lake_provider
+from airflow_lake_provider import class_archive
 from airflow_lake_provider.catalog_config import is_secret_key
 from airflow_lake_provider.core.contracts import BatchJobArgs
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
@@ -527,12 +528,16 @@ class LakeSparkJobHook(BaseHook):
         """The spark-submit process's own environment: it stays on this machine."""
         log_config = _write_private(
             work_dir / f"submit-{LOG_CONFIG_NAME}", _LOG4J2_PROPERTIES if target.driver_in_task else _LOG4J2_SUBMITTER)
+        # A driver started here maps the class archive built for this Spark and Java (class_archive.py).
+        archive = class_archive.archive_for_driver() if target.driver_in_task else None
         env = {
             # spark-submit from the same environment as this interpreter comes first.
             "PATH": os.pathsep.join([str(Path(sys.executable).parent), os.environ.get("PATH", "")]),
             # The JVM started here: the driver (client mode) or the submitting client (cluster mode).
-            "SPARK_SUBMIT_OPTS": " ".join(
-                filter(None, [f"-Dlog4j.configurationFile=file:{log_config}", os.environ.get("SPARK_SUBMIT_OPTS")])),
+            "SPARK_SUBMIT_OPTS": " ".join(filter(None, [
+                f"-Dlog4j.configurationFile=file:{log_config}",
+                class_archive.driver_java_options(archive) if archive else None,
+                os.environ.get("SPARK_SUBMIT_OPTS")])),
         }
         if target.driver_in_task:
             env["PYSPARK_DRIVER_PYTHON"] = os.environ.get("PYSPARK_DRIVER_PYTHON") or sys.executable
