@@ -85,3 +85,28 @@ def test_a_file_with_too_many_deletes_is_planned_alone_like_iceberg(spark, lake_
     removed = _rewrite_with_iceberg(spark, lake_hook, name, options.to_iceberg_options())
     planned = set().union(*_planned_paths(plan).values()) if plan.groups else set()
     assert planned == removed and len(removed) >= 1
+
+
+def test_a_cap_on_files_per_group_plans_like_iceberg_1_12(spark, lake_hook, namespace):
+    """``max-file-group-input-files`` (Iceberg 1.12 on Spark): groups of at most 3 files, and a group left
+    under min-input-files is not rewritten, by the planner and by Iceberg alike. Which files share a group
+    follows the scan's order, which Iceberg's parallel manifest reading does not fix: the counts per
+    partition are compared, not the files."""
+    name = f"{namespace}.t"
+    table = _layout_identity(lake_hook.catalog, name)  # 8 files in each of 3 partitions
+    options = RewriteOptions.from_table_properties(dict(table.properties), target_file_size_bytes=1024 * 1024,
+                                                   min_input_files=3, max_file_group_input_files=3)
+    plan = plan_table(table, options, table_name=name)
+    assert options.to_iceberg_options()["max-file-group-input-files"] == "3"
+    assert [len(group["file_paths"]) for group in plan.to_dict()["groups"]] == [3] * 6  # 3 + 3 per partition; 2 left
+    removed = _rewrite_with_iceberg(spark, lake_hook, name, options.to_iceberg_options())
+
+    def per_partition(paths) -> dict[str, int]:
+        counts: dict[str, int] = {}
+        for path in paths:
+            counts[path.split("/")[-2]] = counts.get(path.split("/")[-2], 0) + 1
+        return counts
+
+    planned = set().union(*_planned_paths(plan).values())
+    assert per_partition(planned) == per_partition(removed) == {
+        "day=2026-01-01": 6, "day=2026-01-02": 6, "day=2026-01-03": 6}

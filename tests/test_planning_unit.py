@@ -202,6 +202,16 @@ def test_bin_packing_splits_at_max_file_group_size_in_order():
     assert sizes(plan) == [[40, 40], [30, 50], [200]]
 
 
+def test_bin_packing_closes_a_group_at_max_file_group_input_files():
+    files = [f(str(i), 10) for i in range(7)]
+    plan = plan_rewrite(files, opts(min_input_files=3, max_file_group_input_files=3))
+    assert sizes(plan) == [[10, 10, 10], [10, 10, 10]]  # the seventh file's group of one is dropped
+    assert opts(max_file_group_input_files=3).to_iceberg_options()["max-file-group-input-files"] == "3"
+    assert "max-file-group-input-files" not in opts().to_iceberg_options()  # uncapped: not sent (Iceberg < 1.12)
+    with pytest.raises(LakeConfigError, match="max_file_group_input_files must be positive"):
+        opts(max_file_group_input_files=0).validate()
+
+
 def test_bin_packing_fills_to_exactly_the_max():
     files = [f(str(i), s) for i, s in enumerate([50, 50, 1, 60, 40])]
     plan = plan_rewrite(files, opts(min_input_files=2, max_file_group_size_bytes=100))

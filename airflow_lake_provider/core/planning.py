@@ -1,7 +1,8 @@
 """Compaction planning without a JVM: which data files Iceberg's binpack rewrite would touch.
 
-The planner reproduces Apache Iceberg 1.10's ``BinPackRewriteFilePlanner`` (and its base
-``SizeBasedFileRewritePlanner``), checked against the 1.10.2 runtime jar this provider ships:
+The planner reproduces Apache Iceberg 1.12's ``BinPackRewriteFilePlanner`` (and its base
+``SizeBasedFileRewritePlanner``), checked against the 1.12.0 runtime jars this provider uses
+(tests/test_planner_vs_iceberg.py):
 
 * **Candidates** (skipped when ``rewrite-all``): a file is a candidate when its size is outside
   ``[min-file-size-bytes, max-file-size-bytes]`` (strictly below min or strictly above max),
@@ -10,8 +11,9 @@ The planner reproduces Apache Iceberg 1.10's ``BinPackRewriteFilePlanner`` (and 
 * **Grouping**: by partition of the table's *current* spec; files written under any other spec
   are lumped together under the current spec's all-null partition, as Iceberg does.
 * **Bin packing**: ``BinPacking.ListPacker(max-file-group-size-bytes, lookback=1,
-  largestBinFirst=false)`` over the candidates in scan order, weighed by file size. With a
-  lookback of 1 this is "fill the current bin; when the next file does not fit, close it".
+  largestBinFirst=false, max-file-group-input-files)`` over the candidates in scan order, weighed
+  by file size. With a lookback of 1 this is "fill the current bin; when the next file does not
+  fit, or the bin holds ``max-file-group-input-files`` files, close it".
 * **Group filter** (skipped when ``rewrite-all``): a group is kept when it has more than one
   file and at least ``min-input-files`` files, or more than one file and more bytes than the
   target, or more bytes than ``max-file-size-bytes``, or any file with too many deletes or too
@@ -55,12 +57,14 @@ from airflow_lake_provider.exceptions import (
 WRITE_TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
 WRITE_TARGET_FILE_SIZE_DEFAULT = 512 * 1024 * 1024
 
-#: ``SizeBasedFileRewritePlanner`` defaults (Iceberg 1.10).
+#: ``SizeBasedFileRewritePlanner`` defaults (Iceberg 1.12).
 MIN_FILE_SIZE_DEFAULT_RATIO = 0.75
 MAX_FILE_SIZE_DEFAULT_RATIO = 1.80
 MIN_INPUT_FILES_DEFAULT = 5
 MAX_FILE_GROUP_SIZE_BYTES_DEFAULT = 100 * 1024**3
-#: ``BinPackRewriteFilePlanner`` defaults (Iceberg 1.10).
+#: ``max-file-group-input-files`` (Iceberg 1.11+; Spark accepts it from 1.12): no cap on files per group.
+MAX_FILE_GROUP_INPUT_FILES_DEFAULT = 2**63 - 1
+#: ``BinPackRewriteFilePlanner`` defaults (Iceberg 1.12).
 DELETE_FILE_THRESHOLD_DEFAULT = 2**31 - 1
 DELETE_RATIO_THRESHOLD_DEFAULT = 0.3
 
@@ -101,6 +105,7 @@ _ICEBERG_OPTIONS: tuple[tuple[str, str, str], ...] = (
     ("max_file_size_bytes", "max-file-size-bytes", "long"),
     ("min_input_files", "min-input-files", "int"),
     ("max_file_group_size_bytes", "max-file-group-size-bytes", "long"),
+    ("max_file_group_input_files", "max-file-group-input-files", "long"),
     ("delete_file_threshold", "delete-file-threshold", "int"),
     ("delete_ratio_threshold", "delete-ratio-threshold", "ratio"),
     ("rewrite_all", "rewrite-all", "bool"),
@@ -133,6 +138,7 @@ class RewriteOptions:
     max_file_size_bytes: int | None = None
     min_input_files: int = MIN_INPUT_FILES_DEFAULT
     max_file_group_size_bytes: int = MAX_FILE_GROUP_SIZE_BYTES_DEFAULT
+    max_file_group_input_files: int = MAX_FILE_GROUP_INPUT_FILES_DEFAULT
     delete_file_threshold: int = DELETE_FILE_THRESHOLD_DEFAULT
     delete_ratio_threshold: float = DELETE_RATIO_THRESHOLD_DEFAULT
     rewrite_all: bool = False
@@ -144,7 +150,7 @@ class RewriteOptions:
     def validate(self) -> None:
         """Raise :class:`LakeConfigError` for anything Iceberg would reject (or we cannot honour).
 
-        Checked before any Spark starts, with the same bounds Iceberg 1.10 enforces, so a bad
+        Checked before any Spark starts, with the same bounds Iceberg 1.12 enforces, so a bad
         option fails in seconds with a message naming the option rather than in a JVM.
         """
         problems: list[str] = []
@@ -165,6 +171,7 @@ class RewriteOptions:
         whole("max_file_size_bytes", self.max_file_size_bytes, minimum=1, maximum=_JAVA_LONG_MAX, nullable=True)
         whole("min_input_files", self.min_input_files, minimum=1, maximum=_JAVA_INT_MAX)
         whole("max_file_group_size_bytes", self.max_file_group_size_bytes, minimum=1, maximum=_JAVA_LONG_MAX)
+        whole("max_file_group_input_files", self.max_file_group_input_files, minimum=1, maximum=_JAVA_LONG_MAX)
         whole("delete_file_threshold", self.delete_file_threshold, minimum=0, maximum=_JAVA_INT_MAX)
         # A zero budget would plan nothing forever; None is the way to say "no limit".
         whole("max_files", self.max_files, minimum=1, maximum=_JAVA_LONG_MAX, nullable=True)
@@ -218,6 +225,8 @@ class RewriteOptions:
         out: dict[str, str] = {}
         for name, key, kind in _ICEBERG_OPTIONS:
             value = getattr(r, name)
+            if name == "max_file_group_input_files" and value == MAX_FILE_GROUP_INPUT_FILES_DEFAULT:
+                continue  # only when capped: an Iceberg runtime before 1.12 refuses the key on Spark
             if kind == "bool":
                 out[key] = "true" if value else "false"
             elif kind == "ratio":
@@ -369,17 +378,18 @@ def _is_candidate(f: DataFileInfo, options: RewriteOptions) -> bool:
     return outside or _too_many_deletes(f, options) or _too_high_delete_ratio(f, options)
 
 
-def _bin_pack(files: Sequence[DataFileInfo], max_group_bytes: int) -> list[list[DataFileInfo]]:
-    """``BinPacking.ListPacker(max, lookback=1, largestBinFirst=false)`` weighed by file size.
+def _bin_pack(files: Sequence[DataFileInfo], max_group_bytes: int,
+              max_group_files: int = MAX_FILE_GROUP_INPUT_FILES_DEFAULT) -> list[list[DataFileInfo]]:
+    """``BinPacking.ListPacker(max, lookback=1, largestBinFirst=false, maxItemsPerBin)`` weighed by file size.
 
-    With one open bin: add while ``bin + size <= max``; otherwise close the bin and open a new
-    one (a file larger than ``max`` gets a bin of its own).
+    With one open bin: add while ``bin + size <= max`` and the bin has fewer than ``max_group_files``
+    files; otherwise close the bin and open a new one (a file larger than ``max`` gets a bin of its own).
     """
     bins: list[list[DataFileInfo]] = []
     current: list[DataFileInfo] = []
     weight = 0
     for f in files:
-        if current and weight + f.size_bytes <= max_group_bytes:
+        if current and weight + f.size_bytes <= max_group_bytes and len(current) < max_group_files:
             current.append(f)
             weight += f.size_bytes
         else:
@@ -594,7 +604,7 @@ def plan_partition(
     r = options.resolved()
     candidates = files if r.rewrite_all else [f for f in files if _is_candidate(f, r)]
     groups = []
-    for packed in _bin_pack(candidates, r.max_file_group_size_bytes):
+    for packed in _bin_pack(candidates, r.max_file_group_size_bytes, r.max_file_group_input_files):
         if r.rewrite_all or _keep_group(packed, r):
             size = sum(f.size_bytes for f in packed)
             groups.append(FileGroup(spec_id, dict(partition), tuple(packed), expected_output_files(size, r)))
@@ -666,7 +676,7 @@ def plan_rewrite(
     current_spec_id: int | None = None,
     current_partition_fields: Sequence[str] | None = None,
 ) -> RewritePlan:
-    """Plan a binpack compaction of ``files`` exactly as Iceberg 1.10 would, then apply the budget.
+    """Plan a binpack compaction of ``files`` exactly as Iceberg 1.12 would, then apply the budget.
 
     ``files`` must be in scan order: bin packing is order-sensitive, like in Iceberg.
     With ``current_spec_id`` (what :func:`plan_table` passes) files of other specs are grouped

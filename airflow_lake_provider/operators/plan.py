@@ -78,6 +78,9 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param max_file_size_bytes: files above are candidates (default 180% of target).
     :param min_input_files: a group needs this many files to be rewritten (default 5).
     :param max_file_group_size_bytes: largest group (default 100 GiB).
+    :param max_file_group_input_files: most files in one group (default: no cap; Iceberg 1.12's
+        ``max-file-group-input-files``). Caps what one group's task reads and commits in a partition of
+        very many small files, at the price of more, smaller output files.
     :param delete_file_threshold: files with at least this many delete files (position and
         equality) are candidates.
     :param delete_ratio_threshold: files whose deleted-row ratio is at least this are candidates
@@ -117,8 +120,8 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
         "target_file_size_bytes", "min_file_size_bytes", "max_file_size_bytes", "min_input_files",
-        "max_file_group_size_bytes", "delete_file_threshold", "delete_ratio_threshold", "rewrite_all", "partition_filter",
-        "max_files", "max_bytes", "scope", "engine",
+        "max_file_group_size_bytes", "max_file_group_input_files", "delete_file_threshold", "delete_ratio_threshold",
+        "rewrite_all", "partition_filter", "max_files", "max_bytes", "scope", "engine",
     )
 
     def __init__(
@@ -129,6 +132,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         max_file_size_bytes: int | None = None,
         min_input_files: int | None = None,
         max_file_group_size_bytes: int | None = None,
+        max_file_group_input_files: int | None = None,
         delete_file_threshold: int | None = None,
         delete_ratio_threshold: float | None = None,
         rewrite_all: bool = False,
@@ -147,6 +151,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         self.max_file_size_bytes = max_file_size_bytes
         self.min_input_files = min_input_files
         self.max_file_group_size_bytes = max_file_group_size_bytes
+        self.max_file_group_input_files = max_file_group_input_files
         self.delete_file_threshold = delete_file_threshold
         self.delete_ratio_threshold = delete_ratio_threshold
         self.rewrite_all = rewrite_all
@@ -165,6 +170,7 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
             "max_file_size_bytes": self.max_file_size_bytes,
             "min_input_files": self.min_input_files,
             "max_file_group_size_bytes": self.max_file_group_size_bytes,
+            "max_file_group_input_files": self.max_file_group_input_files,
             "delete_file_threshold": self.delete_file_threshold,
             "delete_ratio_threshold": self.delete_ratio_threshold,
             "rewrite_all": self.rewrite_all,
