@@ -17,6 +17,8 @@ import textwrap
 import pytest
 
 from airflow_lake_provider.core.delete_files import (
+    dangling_delete_removal_refused,
+    dangling_delete_removal_unsafe,
     has_list_or_map,
     position_delete_rewrite_blocked,
     position_delete_rewrite_bug,
@@ -63,6 +65,13 @@ def _nested_table(spark, name: str) -> None:
 
 
 # -- the decision, pure -----------------------------------------------------------------------
+def test_icebergs_dangling_delete_removal_is_refused_with_equality_deletes_before_1_12_only():
+    assert [dangling_delete_removal_unsafe(v) for v in ("1.10.2", "1.11.0", "1.12.0", "1.12.1", "1.13.0-SNAPSHOT",
+                                                        "2.0.0")] == [True, True, False, False, False, False]
+    message = dangling_delete_removal_refused("1.10.2")
+    assert "Iceberg 1.10.2" in message and "1.12 or later" in message and "leave the option off" in message
+
+
 def test_a_list_or_map_anywhere_blocks_the_position_delete_rewrite_on_iceberg_1_10():
     def schema(*types):
         return {"type": "struct", "schema-id": 0,

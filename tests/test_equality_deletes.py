@@ -159,7 +159,7 @@ def test_a_refused_plan_fails_the_run_touches_nothing_and_gives_the_lease_back(a
 
 
 # -- routing: engine="auto" takes Spark, "pyiceberg" refuses before any JVM ----------------------
-def test_pyiceberg_engine_and_dangling_delete_removal_refuse_equality_deletes(spark, lake_hook, namespace, bad_input):
+def test_pyiceberg_engine_refuses_equality_deletes_before_any_jvm(spark, lake_hook, namespace, bad_input):
     from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
     from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
     from lake_checks import FakeTaskInstance, rows_by_spark
@@ -179,14 +179,47 @@ def test_pyiceberg_engine_and_dangling_delete_removal_refuse_equality_deletes(sp
               table_checked=True)
     with pytest.raises(LakePlanRefused, match="which PyIceberg cannot plan"):  # not PyIceberg's raw ValueError
         plan_table(lake_hook.load_table(name), table_name=name)
-    # Iceberg 1.10.2's dangling-delete removal brings back rows of global equality deletes: refused.
-    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
-
-    rewrite = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, options={"remove-dangling-deletes": "true"})
-    rewrite.run_job = None
-    with pytest.raises(LakeConfigError, match="would bring deleted rows back"):
-        rewrite.execute({"ti": FakeTaskInstance(task_id="rewrite")})
     assert (rows_by_spark(spark, name), lake_hook.load_table(name).current_snapshot().snapshot_id) == before
+
+
+def test_dangling_delete_removal_keeps_a_global_equality_delete_that_still_applies(spark, lake_hook, namespace):
+    """Iceberg's ``remove-dangling-deletes`` on the reproduction that brought 6 deleted rows back on 1.10.2:
+    a global equality delete written under the old unpartitioned spec still deletes rows of files under the
+    newer partitioned spec once every old-spec file is rewritten. On the runtime the jobs use (1.12) it stays,
+    every row with it, while a partition-scoped delete that applies to nothing any more goes. The rewrite job
+    refuses the option on such tables only under a release before 1.12 (``core/delete_files.py``)."""
+    from airflow_lake_provider.core.delete_files import dangling_delete_removal_unsafe
+
+    name = f"{namespace}.t"
+    table = f"lake.{name}"
+    day_one = 1767225600  # 2026-01-01T00:00:00Z
+
+    def append(first: int, last: int, day: int) -> None:
+        spark.range(first, last).selectExpr(
+            "id", f"timestamp_seconds({day_one + 86400 * day} + id % 86400) AS ts", "concat('v', id) AS data",
+        ).coalesce(1).writeTo(table).append()
+
+    spark.sql(f"CREATE TABLE {table} (id BIGINT, ts TIMESTAMP, data STRING) USING iceberg "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    for i in range(3):
+        append(i * 1000, (i + 1) * 1000, 0)  # spec 0, unpartitioned
+    spark.sql(f"ALTER TABLE {table} ADD PARTITION FIELD days(ts)")
+    append(10_000, 11_000, 1)
+    append(20_000, 21_000, 2)
+    global_keys = [5, 17, 1500, 2999, 10_005, 10_500, 10_999, 20_000, 20_002, 20_777, 99_999]
+    commit_equality_deletes(spark, name, [{"id": k} for k in global_keys], spec_id=0, with_metrics=True)
+    append(30_000, 30_010, 0)  # day one under spec 1, after the delete
+    commit_equality_deletes(spark, name, [{"id": 30_003}], spec_id=1, partition_path="ts_day=2026-01-01")
+    before = sorted(tuple(row) for row in spark.sql(f"SELECT id, data FROM {table}").collect())
+
+    version = str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
+    assert not dangling_delete_removal_unsafe(version)  # else the rewrite job refuses the option
+    spark.sql(f"""CALL lake.system.rewrite_data_files(table => '{name}', where => "ts < TIMESTAMP '2026-01-02 00:00:00'",
+                  options => map('rewrite-all', 'true', 'remove-dangling-deletes', 'true'))""").collect()
+    after = sorted(tuple(row) for row in spark.sql(f"SELECT id, data FROM {table}").collect())
+    assert after == before and len(after) == 4999  # 5,010 written, 10 keys of the global delete, 1 scoped
+    left = spark.sql(f"SELECT spec_id, partition.ts_day AS day FROM {table}.delete_files").collect()
+    assert [(row.spec_id, row.day) for row in left] == [(0, None)]  # the global one; the scoped one went
 
 
 @pytest.mark.spark_submit

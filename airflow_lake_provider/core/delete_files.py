@@ -1,8 +1,9 @@
 """When Iceberg's position-delete rewrite cannot run on a table, decided from facts alone.
 
 Pure: no Spark. The rewrite job (``jobs/rewrite.py``) asks :func:`position_delete_rewrite_blocked`
-before it calls ``rewritePositionDeletes``, and :func:`position_delete_rewrite_bug` when that call
-failed. What it does instead (drop the delete files no live data file needs, from metadata) is
+before it calls ``rewritePositionDeletes``, :func:`position_delete_rewrite_bug` when that call
+failed, and :func:`dangling_delete_removal_unsafe` before it lets Iceberg's ``remove-dangling-deletes``
+run on a table with equality deletes. What it does instead (drop the delete files no live data file needs, from metadata) is
 ``jobs/dangling_deletes.py``.
 """
 
@@ -19,6 +20,32 @@ from typing import Any
 #: the same error is still recognised (:func:`position_delete_rewrite_bug`).
 POSITION_DELETE_REWRITE_BROKEN = frozenset({"1.10.0", "1.10.1", "1.10.2"})
 INVALID_PARTITION_PARENT = "Invalid partition field parent"
+
+
+#: The first release whose ``remove-dangling-deletes`` keeps a global equality delete that still applies.
+#: Before it (reproduced on 1.10.2) the option dropped a global equality delete (written under an
+#: unpartitioned spec) once no data file was left under that spec, although it still deleted rows of
+#: files under the partitioned spec: those rows came back. 1.12 decides from a scan instead
+#: (apache/iceberg#15727); the same reproduction keeps every row on 1.12.0 (docs/safety.md).
+DANGLING_DELETE_REMOVAL_SAFE_FROM = (1, 12)
+
+
+def dangling_delete_removal_unsafe(iceberg_version: str) -> bool:
+    """Whether Iceberg ``iceberg_version``'s ``remove-dangling-deletes`` may bring back rows of equality deletes."""
+    parts = []
+    for part in iceberg_version.split(".")[:2]:
+        digits = "".join(ch for ch in part if ch.isdigit())
+        parts.append(int(digits) if digits else 0)
+    return tuple(parts) < DANGLING_DELETE_REMOVAL_SAFE_FROM
+
+
+def dangling_delete_removal_refused(iceberg_version: str) -> str:
+    """The refusal of ``remove-dangling-deletes`` on a table with equality deletes under an unsafe release."""
+    return (f"remove-dangling-deletes=true on a table with equality delete files would bring deleted rows back with "
+            f"Iceberg {iceberg_version}: its dangling-delete check drops a global equality delete (one written under "
+            "an unpartitioned spec) once no data file is left under that spec, although it still deletes rows of "
+            "files under the partitioned spec. Run Iceberg 1.12 or later (its check is scan-based), or leave the "
+            "option off: the rewrite's own commit already drops delete files older than every live data file.")
 
 
 def has_list_or_map(schema: Mapping[str, Any]) -> bool:

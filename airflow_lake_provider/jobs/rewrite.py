@@ -34,7 +34,12 @@ from airflow_lake_provider.core.contracts import (
     RewriteResult,
     parse_sort_order,
 )
-from airflow_lake_provider.core.delete_files import position_delete_rewrite_blocked, position_delete_rewrite_bug
+from airflow_lake_provider.core.delete_files import (
+    dangling_delete_removal_refused,
+    dangling_delete_removal_unsafe,
+    position_delete_rewrite_blocked,
+    position_delete_rewrite_bug,
+)
 from airflow_lake_provider.jobs import dangling_deletes, iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, conflict_reason, retrying
 
@@ -254,6 +259,21 @@ def _retrying(stage, **retry):
     return retrying(stage, error=RewriteConflict, **retry)
 
 
+def _refuse_unsafe_dangling_delete_removal(spark, jtable, options: dict[str, str]) -> None:
+    """Refuse Iceberg's ``remove-dangling-deletes`` on a table with equality deletes when the runtime's
+    release may bring their rows back (before 1.12, ``core/delete_files.py``). Decided here, in the
+    driver: only the runtime on the class path knows its version (a cluster's image may bring its own)."""
+    if str(options.get("remove-dangling-deletes", "false")).strip().lower() != "true":
+        return
+    version = str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
+    if not dangling_delete_removal_unsafe(version):
+        return
+    snapshot = jtable.currentSnapshot()
+    equality_deletes = iceberg.summary(snapshot).get("total-equality-deletes") if snapshot is not None else "0"
+    if equality_deletes != "0":  # a writer that keeps no totals may have written some: refused too
+        raise ValueError(dangling_delete_removal_refused(version))
+
+
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
     args = RewriteJobArgs.from_json(args).validate()
     table_name = args.table
@@ -267,6 +287,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
             "or one of its ancestors: the table was rolled back or the snapshot expired. Plan again."
         )
     expression = _partition_expression(spark, jtable, args.partitions) if args.partitions is not None else None
+    _refuse_unsafe_dangling_delete_removal(spark, jtable, args.options)
 
     def ours() -> list[Any]:
         return [s for s in iceberg.snapshots_after(jtable, before)

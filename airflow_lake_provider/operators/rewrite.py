@@ -18,7 +18,6 @@ from airflow_lake_provider.core.partitions import partition_id
 from airflow_lake_provider.core.planning import RewriteOptions
 from airflow_lake_provider.core.snapshots import (
     commits_tagged,
-    has_equality_deletes,
     parent_of,
     require_in_lineage,
     table_state,
@@ -239,15 +238,6 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
             retry_backoff_seconds=self.commit_retry_backoff_seconds,
         ).validate()
         args.check_columns([f.name for f in table.schema().fields])
-        if args.options.get("remove-dangling-deletes", "false").lower() == "true" and has_equality_deletes(table):
-            # Reproduced with Iceberg 1.10.2 (docs/safety.md): rows deleted by a global equality delete came back.
-            raise LakeConfigError(
-                "remove-dangling-deletes=true on a table with equality delete files would bring deleted rows back: "
-                "Iceberg's dangling-delete check drops a global equality delete (one written under an unpartitioned "
-                "spec) once no data file is left under that spec, although it still deletes rows of files under the "
-                "partitioned spec. Leave the option off: the rewrite's own commit already drops delete files older "
-                "than every live data file."
-            )
         return args
 
     # -- running ------------------------------------------------------------------------------
