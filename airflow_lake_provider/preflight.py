@@ -128,6 +128,16 @@ def _unreachable_reason(error: BaseException) -> str:
     return _server_message(error, 120)
 
 
+#: What AWS-style servers answer when a SigV4 signature or its key is wrong (not a missing permission).
+_SIGNATURE_REFUSALS = ("signature we calculated does not match", "access key id you provided does not exist",
+                       "security token included in the request is invalid", "invalidsignatureexception")
+
+
+def rejected_signature(error: BaseException) -> bool:
+    """Whether a refusal is of the request's SigV4 signature or signing key, rather than of access."""
+    return any(phrase in str(error).lower() for phrase in _SIGNATURE_REFUSALS)
+
+
 def describe_catalog_error(kind: str, name: str, uri: str, warehouse: str | None, error: BaseException) -> str | None:
     """One sentence for a catalog that cannot be opened or listed, or ``None`` when the error
     is not one this module knows (the caller keeps its own message)."""
@@ -146,6 +156,11 @@ def describe_catalog_error(kind: str, name: str, uri: str, warehouse: str | None
         return (f"{what[0].upper()}{what[1:]} rejected the connection's credential ({_server_message(error)}). Check "
                 "Login (the OAuth client id) and Password (the client secret, or a token with no Login); if tokens "
                 "come from another identity provider, set properties.oauth2-server-uri to its token endpoint.")
+    if kind == "rest" and isinstance(error, ice.ForbiddenError) and rejected_signature(error):
+        return (f"{what[0].upper()}{what[1:]} rejected the request's SigV4 signature ({_server_message(error)}). "
+                "Check the signing credentials (pyiceberg_properties client.access-key-id and "
+                "client.secret-access-key, else the worker's AWS credentials; spark_properties rest.access-key-id "
+                "and rest.secret-access-key for the Spark jobs) and rest.signing-name / rest.signing-region.")
     if kind == "rest" and isinstance(error, ice.ForbiddenError):
         return (f"{what[0].upper()}{what[1:]} accepted the credential but refused access ({_server_message(error)}). "
                 "Grant the client access to the warehouse, or use a client that has it.")

@@ -61,7 +61,7 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   echo "bootstrap: installing Python packages (Spark track $LAKE_SPARK) into $VENV (pyspark builds from source: about a minute)"
   log=$(mktemp)
   if ! { "$VENV/bin/pip" install --upgrade pip \
-         && "$VENV/bin/pip" install -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,openlineage]" \
+         && "$VENV/bin/pip" install -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,sigv4,openlineage]" \
          && "$VENV/bin/pip" check \
          && "$VENV/bin/python" -c "import pyspark.sql, sys; sys.exit(not pyspark.__version__.startswith('$LAKE_SPARK'))"; \
        } >"$log" 2>&1; then

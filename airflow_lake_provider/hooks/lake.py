@@ -39,6 +39,7 @@ from airflow_lake_provider.preflight import (
     describe_catalog_error,
     describe_storage_error,
     pyiceberg_properties,
+    rejected_signature,
 )
 
 _INSTALL_HINT = {
@@ -164,8 +165,9 @@ class IcebergLakeHook(BaseHook):
 
                 try:
                     catalog.list_namespaces()
-                except ForbiddenError:
-                    pass
+                except ForbiddenError as error:
+                    if rejected_signature(error):  # a wrong signing key, not a missing permission
+                        raise
         except (ImportError, ModuleNotFoundError) as error:
             hint = _INSTALL_HINT[config.kind]
             if str(getattr(error, "name", "") or "").split(".")[0] in ("boto3", "botocore"):
