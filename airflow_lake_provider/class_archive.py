@@ -11,8 +11,8 @@ that spark-submit uses here (``make bootstrap`` does): it runs a short warm-up a
 Jobs whose driver runs in the Airflow task (local and client mode) then start with
 ``-XX:SharedArchiveFile``. The JVM checks an archive against its own build and class path and
 ignores one that does not match, so a stale archive costs its speed-up and nothing else; each
-Spark installation and Java gets its own file, and deleting it turns the feature off. A driver
-started elsewhere (cluster mode) never uses it.
+Spark installation and Java gets its own file (a build removes those of installations that are
+gone), and deleting it turns the feature off. A driver started elsewhere (cluster mode) never uses it.
 """
 
 from __future__ import annotations
@@ -120,7 +120,17 @@ def build(*, force: bool = False) -> Path:
                                f"written:\n{done.stderr[-3000:]}")
         shutil.move(str(recording), target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
+        target.with_suffix(".home").write_text(str(spark_home().resolve()))
+    _remove_orphaned_archives(target.parent)
     return target
+
+
+def _remove_orphaned_archives(directory: Path) -> None:
+    """Delete the archives of Spark installations that are gone (a deleted checkout's venv): each is ~190 MB."""
+    for home_file in directory.glob("*.home"):
+        if not Path(home_file.read_text().strip()).exists():
+            home_file.with_suffix(".jsa").unlink(missing_ok=True)
+            home_file.unlink(missing_ok=True)
 
 
 if __name__ == "__main__":
