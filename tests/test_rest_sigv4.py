@@ -80,5 +80,5 @@ def test_both_faces_sign_rest_requests_with_sigv4_and_a_wrong_secret_is_refused(
         IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, lake_conn_id="lake_badly_signed").execute(
             {"ti": FakeTaskInstance(task_id="rewrite")})
     assert "not-the-secret" not in str(refused.value)
-    bad_input("iceberg_lake connection", "a SigV4-signed REST catalog with a wrong secret key", refused.value)
+    bad_input("connection (S3 / REST)", "a SigV4-signed REST catalog with a wrong secret key", refused.value)
     assert hook.load_table(name).current_snapshot().snapshot_id == result["snapshot_id_after"]
