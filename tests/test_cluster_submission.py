@@ -278,3 +278,16 @@ def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monke
     assert other_java not in (first, None)
     monkeypatch.setenv("JAVA_HOME", str(tmp_path / "no-jdk"))
     assert class_archive.archive_path() is None  # no java: no archive to name
+
+
+def test_the_log_names_only_the_coordinates_the_provider_left_to_spark(monkeypatch, tmp_path, capfd):
+    """Coordinates the connection names are the user's own; the log line about resolution at submit time
+    lists what the provider added and found no cached jar for."""
+    monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "empty-cache"))
+    hook = _lake_connection(monkeypatch, tmp_path, spark_packages=["org.example:own-udfs:1.0"])
+    capfd.readouterr()
+    submission, command = _prepare(LakeSparkJobHook(lake_hook=hook, spark_conn_id="no_such_spark_connection"), tmp_path)
+    assert "org.example:own-udfs:1.0" in _flag(command, "--packages")  # still resolved by Spark, as named
+    captured = capfd.readouterr()
+    [line] = [text for text in (captured.out + captured.err).splitlines() if "at submit time" in text]
+    assert "iceberg-spark-runtime" in line and "own-udfs" not in line

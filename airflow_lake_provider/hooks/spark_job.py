@@ -509,7 +509,9 @@ class LakeSparkJobHook(BaseHook):
         classpath = self.lake_hook.spark_classpath([jar for jar in own_jars if jar],
                                                    iceberg_runtime_provided=self.iceberg_runtime_provided,
                                                    packages=[package for package in given if package])
-        left_to_spark = [package for package in classpath.packages if package not in given]
+        # What the provider added and found no cached jar for (the user's own coordinates are theirs to name).
+        named = {*given, *self.lake_hook.spark_packages()}
+        left_to_spark = [package for package in classpath.packages if package not in named]
         if left_to_spark:
             self.log.info("Spark resolves %s at submit time (not in the jar cache %s).",
                           ", ".join(left_to_spark), jar_cache_dir())
