@@ -12,7 +12,7 @@ from typing import Any
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
-from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag, snapshot_ids
+from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX
@@ -38,10 +38,6 @@ def run_properties(context: Any) -> dict[str, str]:
         f"{RUN_PROPERTY_PREFIX}task-id": ti.task_id,
         f"{RUN_PROPERTY_PREFIX}map-index": str(ti.map_index),
     }
-
-
-# Kept for DAGs that import it from here; the one implementation is core.coercion.snapshot_ids.
-snapshot_ids_from = snapshot_ids
 
 
 class LakeSparkOperator(BaseOperator):

@@ -22,7 +22,6 @@ from airflow_lake_provider.core.retention import (
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
     MAIN_BRANCH,
-    ORPHAN_FLOOR_HOURS,
     CleanPolicy,
     CleanSettings,
     ExpirySettings,
@@ -34,7 +33,7 @@ from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
-__all__ = ["DEFAULT_ORPHAN_OLDER_THAN_HOURS", "ORPHAN_FLOOR_HOURS", "IcebergCleanPolicyOperator"]
+__all__ = ["IcebergCleanPolicyOperator"]
 
 
 class IcebergCleanPolicyOperator(LakeMaintenanceOperator):

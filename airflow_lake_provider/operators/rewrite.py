@@ -8,7 +8,6 @@ from typing import Any
 
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
-    STRATEGIES,
     PlannedPartition,
     PlanResult,
     RewriteJobArgs,
@@ -25,7 +24,7 @@ from airflow_lake_provider.core.snapshots import (
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
 
-__all__ = ["STRATEGIES", "IcebergRewriteDataFilesOperator", "PreparedRewrite"]
+__all__ = ["IcebergRewriteDataFilesOperator", "PreparedRewrite"]
 
 
 @dataclasses.dataclass(frozen=True)
