@@ -22,11 +22,11 @@ from airflow_lake_provider.core.lease import (
     decide_acquire,
     fence_tag,
     held_by,
-    holder_name,
     lease_from_xcom,
     lease_table_name,
     new_lease,
 )
+from airflow_lake_provider.core.contracts import AirflowRun
 from airflow_lake_provider.exceptions import LakeConfigError
 from metastore_server import hive_metastore  # noqa: F401 - the session fixture
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
@@ -79,7 +79,8 @@ def test_a_lease_is_this_runs_only_while_its_fence_tag_is_there():
 
 
 def test_the_record_travels_as_json_and_names_its_holder():
-    lease = new_lease("db.events", holder_name("host1", "dag_a", "manual__1", -1), LeaseSettings(ttl_seconds=60),
+    holder = AirflowRun(dag_id="dag_a", run_id="manual__1", task_id="acquire_lease").lease_holder("host1")
+    lease = new_lease("db.events", holder, LeaseSettings(ttl_seconds=60),
                       NOW)
     assert lease.holder == "host1/dag_a/manual__1" and len(lease.token) == 32
     assert lease.lease_table == lease_table_name("db.events")
@@ -88,7 +89,7 @@ def test_the_record_travels_as_json_and_names_its_holder():
     assert lease_table_name("Sales.Events") != lease_table_name("sales.events")
     assert lease_table_name("a__b.c") != lease_table_name("a.b__c")
     assert lease.expires_at_ms == NOW + 60_000 and lease.expires_at.endswith("+00:00")
-    assert holder_name("h", "d", "r", 3) == "h/d/r/3"
+    assert AirflowRun(dag_id="d", run_id="r", task_id="t", map_index=3).lease_holder("h") == "h/d/r/3"
     assert Lease.from_property("db.events", lease.property_value()) == lease
     assert lease_from_xcom(lease.to_json()) == lease
     assert lease_from_xcom(str(lease.to_json())) == lease  # rendered as text without native rendering

@@ -23,6 +23,9 @@ from typing import Any, ClassVar, TypeVar
 from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.exceptions import LakeConfigError
 
+#: The prefix of the snapshot summary properties that name the Airflow run behind a commit.
+RUN_PROPERTY_PREFIX = "airflow."
+
 C = TypeVar("C", bound="Contract")
 
 
@@ -545,7 +548,8 @@ DEFAULT_QUARANTINE_DAYS = 7
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class AirflowRun(Contract):
-    """The Airflow task try that ran a job, as a quarantine manifest records it."""
+    """The Airflow task try that ran a step: one identity, in every shape it is written down
+    (a quarantine manifest, snapshot summary properties, a lease's holder)."""
 
     what = "Airflow run"
 
@@ -554,6 +558,19 @@ class AirflowRun(Contract):
     task_id: str
     try_number: int | None = None
     map_index: int = -1
+
+    def snapshot_properties(self) -> dict[str, str]:
+        """The snapshot summary properties (``RUN_PROPERTY_PREFIX``) naming the run that made a commit: a
+        retried task finds its own earlier commit by them, the event-driven trigger the last maintenance."""
+        return {f"{RUN_PROPERTY_PREFIX}dag-id": self.dag_id, f"{RUN_PROPERTY_PREFIX}run-id": self.run_id,
+                f"{RUN_PROPERTY_PREFIX}task-id": self.task_id, f"{RUN_PROPERTY_PREFIX}map-index": str(self.map_index)}
+
+    def lease_holder(self, deployment: str) -> str:
+        """Who holds a lease, readable in the table's metadata: ``deployment/dag_id/run_id[/map_index]``."""
+        parts = [deployment, self.dag_id, self.run_id]
+        if self.map_index not in (None, -1, "-1"):
+            parts.append(str(self.map_index))
+        return "/".join(str(p) for p in parts)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)

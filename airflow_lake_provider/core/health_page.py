@@ -9,7 +9,8 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from airflow_lake_provider.core.health import table_health
-from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX, is_maintenance_commit
+from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
+from airflow_lake_provider.core.maintenance_need import is_maintenance_commit
 from airflow_lake_provider.core.planning import table_file_sizes
 from airflow_lake_provider.core.snapshots import ancestry, parent_of
 

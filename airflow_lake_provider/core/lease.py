@@ -294,14 +294,6 @@ def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int,
                  took_over_from=took_over_from.holder if took_over_from else None)
 
 
-def holder_name(deployment: str, dag_id: str, run_id: str, map_index: int | str | None = None) -> str:
-    """Who holds a lease, readable in the table's metadata: ``deployment/dag_id/run_id[/map_index]``."""
-    parts = [deployment, dag_id, run_id]
-    if map_index not in (None, -1, "-1"):
-        parts.append(str(map_index))
-    return "/".join(str(p) for p in parts)
-
-
 def lease_from_xcom(value: Any) -> Lease | None:
     """The lease a step was handed (the acquire task's XCom), ``None`` for an unleased step."""
     if is_none(value):

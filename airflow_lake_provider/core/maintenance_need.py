@@ -4,7 +4,7 @@ A table needs work as soon as ANY given threshold is crossed: its health (score,
 delete ratio, snapshots: :class:`~airflow_lake_provider.core.health.HealthThresholds`) or the
 number of commits since its last maintenance. "The last maintenance" is read from the table's own
 history: every commit this package makes carries ``airflow.*`` snapshot summary properties naming
-the Airflow run (``operators/base.run_properties``), so no state is kept anywhere else.
+the Airflow run (``core.contracts.AirflowRun.snapshot_properties``), so no state is kept anywhere else.
 Pure logic over PyIceberg metadata: no Airflow, no Spark.
 """
 
@@ -14,13 +14,10 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.core.coercion import is_none, whole_number
+from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.health import HealthThresholds, TableHealth, parse_thresholds, table_health
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError
-
-#: Snapshot summary properties naming the Airflow run that made a commit (``airflow.dag-id``...).
-RUN_PROPERTY_PREFIX = "airflow."
-
 
 def is_maintenance_commit(snapshot: Any) -> bool:
     summary = snapshot.summary

@@ -13,9 +13,9 @@ from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
+from airflow_lake_provider.core.contracts import AirflowRun
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
-from airflow_lake_provider.core.maintenance_need import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.snapshots import describe_change
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
@@ -25,19 +25,19 @@ from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 
-# Snapshot summary properties (RUN_PROPERTY_PREFIX) name the Airflow run that made a commit: a
-# retried task finds its own earlier commit by them instead of doing the work twice, and the
-# event-driven trigger finds the table's last maintenance.
+def airflow_run(context: Any) -> AirflowRun | None:
+    """The task try running a step (``None`` when ``execute`` is called without a task instance)."""
+    ti = context.get("ti") if context else None
+    if ti is None:
+        return None
+    return AirflowRun(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
+                      try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))
 
 
 def run_properties(context: Any) -> dict[str, str]:
-    ti = context["ti"]
-    return {
-        f"{RUN_PROPERTY_PREFIX}dag-id": ti.dag_id,
-        f"{RUN_PROPERTY_PREFIX}run-id": ti.run_id,
-        f"{RUN_PROPERTY_PREFIX}task-id": ti.task_id,
-        f"{RUN_PROPERTY_PREFIX}map-index": str(ti.map_index),
-    }
+    """The snapshot summary properties naming the run behind a commit (none without a task instance)."""
+    run = airflow_run(context)
+    return run.snapshot_properties() if run else {}
 
 
 class LakeSparkOperator(BaseOperator):

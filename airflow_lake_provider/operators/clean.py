@@ -10,7 +10,6 @@ from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
-    AirflowRun,
     CleanJobArgs,
     CleanJobResult,
     CleanResult,
@@ -31,7 +30,7 @@ from airflow_lake_provider.core.retention import (
 )
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator, airflow_run
 
 __all__ = ["IcebergCleanPolicyOperator"]
 
@@ -177,7 +176,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
                 refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
                 orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
                 quarantine_days=quarantine_days, quarantine_location=self.quarantine_location,
-                airflow_run=_airflow_run(context),
+                airflow_run=airflow_run(context),
                 approved_orphan_files=Approval.from_json(self.approved).orphan_files if gated else None,
             ).validate()
             outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
@@ -218,11 +217,3 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         expire = ExpireResult.from_json(self.expire_result)
         return ExpirySettings(expire.retention_source == "override", expire.retain_last, expire.max_snapshot_age_ms)
 
-
-def _airflow_run(context: Any) -> AirflowRun | None:
-    """The task try a quarantine manifest names (``None`` when ``execute`` is called without a task instance)."""
-    ti = context.get("ti") if context else None
-    if ti is None:
-        return None
-    return AirflowRun(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
-                      try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))

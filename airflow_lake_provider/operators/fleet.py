@@ -19,11 +19,11 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.core.contracts import BatchJobArgs, BatchJobItem, BatchJobResult, RewriteResult
-from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings, holder_name
+from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.base import LakeSparkOperator
+from airflow_lake_provider.operators.base import LakeSparkOperator, airflow_run
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
@@ -171,7 +171,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.coerce_rendered_fields()
         settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
         ti = context["ti"]
-        holder = holder_name(self.lease_holder or socket.gethostname(), ti.dag_id, ti.run_id, ti.map_index)
+        holder = airflow_run(context).lease_holder(self.lease_holder or socket.gethostname())
         leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
