@@ -96,7 +96,9 @@ def build(*, force: bool = False) -> Path:
                                     "app_name": "lake-class-archive"}))
         classpath = resolve_classpath("sqlite")
         recording = work_dir / "archive.jsa"
-        command = [str(Path(sys.executable).parent / "spark-submit"), "--master", "local[2]",
+        # The spark-submit beside this interpreter (as the job hook puts it first on PATH), else PATH's.
+        beside = Path(sys.executable).parent / "spark-submit"
+        command = [str(beside) if beside.exists() else "spark-submit", "--master", "local[2]",
                    "--conf", "spark.ui.enabled=false", "--conf", "spark.ui.showConsoleProgress=false",
                    "--conf", "spark.driver.bindAddress=127.0.0.1", "--conf", "spark.driver.host=127.0.0.1",
                    "--conf", f"spark.sql.warehouse.dir={work_dir / 'spark-warehouse'}"]
@@ -104,8 +106,6 @@ def build(*, force: bool = False) -> Path:
             command += ["--jars", ",".join(classpath.jars)]
         if classpath.packages:
             command += ["--packages", ",".join(classpath.packages)]
-        if not Path(command[0]).exists():
-            command[0] = "spark-submit"
         command += [str(WARM_UP), str(spec)]
         package_root = str(Path(__file__).resolve().parent.parent)
         env = {**os.environ, "SPARK_LOCAL_IP": "127.0.0.1",

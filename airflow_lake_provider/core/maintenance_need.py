@@ -19,6 +19,7 @@ from airflow_lake_provider.core.health import HealthThresholds, TableHealth, par
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError
 
+
 def is_maintenance_commit(snapshot: Any) -> bool:
     summary = snapshot.summary
     return summary is not None and any(str(key).startswith(RUN_PROPERTY_PREFIX) for key in summary.additional_properties)

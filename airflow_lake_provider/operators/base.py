@@ -25,6 +25,7 @@ from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 
+
 def airflow_run(context: Any) -> AirflowRun | None:
     """The task try running a step (``None`` when ``execute`` is called without a task instance)."""
     ti = context.get("ti") if context else None
