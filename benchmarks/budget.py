@@ -31,16 +31,17 @@ TABLE = "bench.budgeted"
 
 def build(hook, files: int) -> None:
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
 
     hook.catalog.create_namespace_if_not_exists("bench")
     rows = files * 200
     # Payload length grows with the partition: partition 0 has the smallest files (most benefit per byte).
-    LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [
+    LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
         f"CREATE TABLE {TABLE} (id BIGINT, part INT, payload STRING) USING iceberg PARTITIONED BY (part) "
         "TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', 'write.spark.fanout.enabled'='true')",
         f"INSERT INTO {TABLE} SELECT /*+ REPARTITION({files // PARTITIONS}) */ id, CAST(id % {PARTITIONS} AS INT), "
         f"repeat(sha1(CAST(id AS STRING)), 1 + CAST(id % {PARTITIONS} AS INT)) FROM range({rows})",
-    ]})
+    ]))
 
 
 def fingerprint(hook) -> tuple[int, int]:

@@ -22,6 +22,7 @@ def main() -> None:
 
     from airflow_lake_provider import class_archive
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     archive = class_archive.archive_for_driver()
@@ -50,7 +51,7 @@ def main() -> None:
                     timings["rewrite task"][with_archive].append(time.perf_counter() - started)
                     assert result["rewritten_data_files"] == 200, result
                     started = time.perf_counter()
-                    LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [f"SELECT count(*) FROM bench.{copy}"]})
+                    LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[f"SELECT count(*) FROM bench.{copy}"]))
                     timings["one-statement job"][with_archive].append(time.perf_counter() - started)
                 finally:
                     class_archive.archive_for_driver = built

@@ -73,8 +73,9 @@ import time
 import airflow_lake_provider.operators.clean, airflow_lake_provider.operators.expire  # the task's own imports
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.core.contracts import SqlJobArgs
 started = time.perf_counter()
-LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
+LakeSparkJobHook(lake_hook=IcebergLakeHook()).run(SqlJobArgs(statements=["SELECT 1"]))
 print(json.dumps({"seconds": time.perf_counter() - started, **_peaks()}))
 """
 

@@ -24,7 +24,7 @@ import sys
 
 from common import lake_hook, markdown_table, private_lake, run_child, write_section
 
-from airflow_lake_provider.operators.plan import AUTO_SPARK_MIN_DATA_FILES
+from airflow_lake_provider.steps.plan import AUTO_SPARK_MIN_DATA_FILES
 
 TABLE = "bench.planning"
 PARTITIONS = 100
@@ -61,8 +61,9 @@ BARE_SUBMIT = """
 import time
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.core.contracts import SqlJobArgs
 started = time.perf_counter()
-LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": ["SELECT 1"]})
+LakeSparkJobHook(lake_hook=IcebergLakeHook()).run(SqlJobArgs(statements=["SELECT 1"]))
 print(json.dumps({"seconds": time.perf_counter() - started, **_peaks()}))
 """
 

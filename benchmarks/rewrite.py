@@ -35,17 +35,18 @@ def build(hook, files: int, *, name: str = "small", partitions: int = PARTITIONS
                                      "small_warm2")) -> None:
     """``bench.NAME``: ``files`` small files in ``partitions``, plus copies registered on its metadata."""
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
 
     hook.catalog.create_namespace_if_not_exists("bench")
     rows = files * rows_per_file
-    LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [
+    LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
         f"CREATE TABLE bench.{name} (id BIGINT, part INT, amount DOUBLE, payload STRING) USING iceberg "
         "PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', "
         "'write.spark.fanout.enabled'='true')",
         # Each of files/partitions tasks writes one small file into every partition.
         f"INSERT INTO bench.{name} SELECT /*+ REPARTITION({files // partitions}) */ id, CAST(id % {partitions} AS INT), "
         f"(id * 37 % 1000) / 10.0, sha1(CAST(id AS STRING)) FROM range({rows})",
-    ]})
+    ]))
     metadata = hook.load_table(f"bench.{name}").metadata_location
     for copy in copies:
         hook.catalog.register_table(f"bench.{copy}", metadata)

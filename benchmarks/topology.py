@@ -49,17 +49,18 @@ def hook():
 def write_small_files(lake, table: str, files: int) -> None:
     """One Spark job: ``files`` small files in PARTITIONS partitions."""
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
 
     namespace = table.split(".")[0]
     lake.catalog.create_namespace_if_not_exists(namespace)
     rows = files * 500
-    LakeSparkJobHook(lake_hook=lake).run_job("sql", {"statements": [
+    LakeSparkJobHook(lake_hook=lake).run(SqlJobArgs(statements=[
         f"CREATE TABLE {table} (id BIGINT, part INT, amount DOUBLE, payload STRING) USING iceberg "
         "PARTITIONED BY (part) TBLPROPERTIES ('format-version'='2', 'write.distribution-mode'='none', "
         "'write.spark.fanout.enabled'='true')",
         f"INSERT INTO {table} SELECT /*+ REPARTITION({files // PARTITIONS}) */ id, CAST(id % {PARTITIONS} AS INT), "
         f"(id * 37 % 1000) / 10.0, sha1(CAST(id AS STRING)) FROM range({rows})",
-    ]})
+    ]))
 
 
 def data_files(table) -> list[tuple[str, int]]:

@@ -67,12 +67,12 @@ def run_demo(hook, catalog_label: str) -> int:
     from demo_data import create_events_table
     from airflow_lake_provider.core.health import table_health
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
 
     print(f"demo: {catalog_label} (catalog '{hook.config.name}')")
     create_events_table(hook.catalog, DEMO_TABLE, days=4, commits_per_day=40, rows_per_commit=40)
     print("demo: deleting some rows with merge-on-read deletes (one Spark job)...")
-    LakeSparkJobHook(lake_hook=hook).run_job(
-        "sql", {"statements": [f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"]}
+    LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"])
     )
     before = table_health(hook.load_table(DEMO_TABLE)).to_dict()
     print(_fmt_health("before", before))

@@ -17,6 +17,7 @@ import pytest
 
 from demo_data import create_events_table
 from airflow_lake_provider.core.approval import DeletionThreshold
+from airflow_lake_provider.core.job_registry import job_for
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs import clean as clean_job
 from airflow_lake_provider.jobs import expire as expire_job
@@ -30,7 +31,11 @@ JOBS = {"expire": expire_job, "clean": clean_job}
 
 def _in_shared_session(operator, spark):
     """The operator's Spark job, run in the shared session rather than submitted."""
-    operator.run_job = lambda job, args: JOBS[job].run(spark, "lake", args)
+    def run_job(args):
+        job = job_for(args)
+        return job.result.from_json(JOBS[job.name].run(spark, "lake", args.to_json()))
+
+    operator.run_job = run_job
     return operator
 
 

@@ -131,6 +131,8 @@ def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, m
     import pyspark
 
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.spark_settings import SparkSettings
+    from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.jars import jar_file_name, spark_line
 
     line = spark_line()
@@ -150,7 +152,7 @@ def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, m
     def command(job: LakeSparkJobHook) -> tuple[list[str], list[str]]:
         work_dir = tmp_path / uuid.uuid4().hex
         work_dir.mkdir()
-        argv = job.prepare("sql", {"statements": ["SELECT 1"]}, job.resolve_target(), work_dir).command()
+        argv = job.prepare(SqlJobArgs(statements=["SELECT 1"]), job.resolve_target(), work_dir).command()
         listed = {flag: argv[argv.index(flag) + 1].split(",") if flag in argv else [] for flag in ("--jars", "--packages")}
         return listed["--jars"], listed["--packages"]
 
@@ -166,7 +168,7 @@ def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, m
     # Named by the user (connection's spark_packages, spark.jars.packages, a jar, a provided runtime): theirs only.
     own = ["org.apache.hadoop:hadoop-aws:9.9.9", "org.apache.iceberg:iceberg-spark-runtime-4.1_2.13:1.99.0"]
     for job in (LakeSparkJobHook(lake_hook=lake(spark_packages=",".join(own))),
-                LakeSparkJobHook(lake_hook=lake(), spark_conf={"spark.jars.packages": ",".join(own)})):
+                LakeSparkJobHook(lake_hook=lake(), settings=SparkSettings(spark_conf={"spark.jars.packages": ",".join(own)}))):
         jars, packages = command(job)
         assert packages == own and not [j for j in jars if "hadoop-aws" in j or "iceberg-spark-runtime" in j]
     jars, packages = command(LakeSparkJobHook(lake_hook=lake(iceberg_runtime_provided=True)))
@@ -174,7 +176,7 @@ def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, m
     # A Spark line Iceberg ships no runtime for: refused before any JVM, naming the lines that work.
     job = LakeSparkJobHook(lake_hook=lake(spark_version="4.2.0"))
     with pytest.raises(LakeConfigError) as raised:
-        job.run_job("sql", {"statements": ["SELECT 1"]})
+        job.run(SqlJobArgs(statements=["SELECT 1"]))
     assert job._submit_hook is None
     assert "Spark 3.5, 4.0, 4.1 only" in str(raised.value) and "pyspark==4.1.3" in str(raised.value)
     bad_input("connection", "spark_version 4.2.0 (no Iceberg runtime for Spark 4.2)", raised.value)

@@ -45,4 +45,4 @@ def test_a_failing_table_does_not_stop_the_others(spark, lake_hook, namespace):
 ])
 def test_a_bad_batch_is_refused_before_a_jvm(lake_hook, jobs, message):
     with pytest.raises(LakeConfigError, match=message):
-        LakeSparkJobHook(lake_hook=lake_hook)._check_request("batch", BatchJobArgs.from_json({"jobs": jobs}).to_json())
+        LakeSparkJobHook(lake_hook=lake_hook).run(BatchJobArgs.from_json({"jobs": jobs}))

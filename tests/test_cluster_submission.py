@@ -2,7 +2,7 @@
 
 No JVM: ``LakeSparkJobHook.prepare`` writes the spec and builds the call, and the command line
 is SparkSubmitHook's own ``_build_spark_submit_command``. Refusals are checked through
-``run_job``: they must come before anything is submitted.
+``run``: they must come before anything is submitted.
 """
 
 from __future__ import annotations
@@ -19,6 +19,8 @@ import pytest
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook, Submission
+from airflow_lake_provider.core.spark_settings import SparkSettings
+from airflow_lake_provider.core.contracts import SqlJobArgs
 
 SECRET = "s3-secret-9f1c2e"
 
@@ -40,7 +42,7 @@ def _lake_connection(monkeypatch, tmp_path: Path, conn_id: str = "lake_cluster",
 def _prepare(job_hook: LakeSparkJobHook, tmp_path: Path) -> tuple[Submission, list[str]]:
     work_dir = tmp_path / "work"
     work_dir.mkdir(parents=True, exist_ok=True)
-    submission = job_hook.prepare("sql", {"statements": ["SELECT 1"]}, job_hook.resolve_target(), work_dir)
+    submission = job_hook.prepare(SqlJobArgs(statements=["SELECT 1"]), job_hook.resolve_target(), work_dir)
     return submission, submission.command()
 
 
@@ -55,7 +57,7 @@ def _flag(command: list[str], flag: str) -> str | None:
 
 def test_deploy_mode_comes_from_the_connection_and_the_operator_overrides_it(monkeypatch, tmp_path, lake_hook):
     _spark_connection(monkeypatch, "spark_yarn", "yarn", **{"deploy-mode": "cluster", "queue": "maintenance"})
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", result_location="hdfs://nn/tmp/lake-results")
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_yarn", result_location="hdfs://nn/tmp/lake-results"))
     submission, command = _prepare(job, tmp_path)
     assert submission.target.deploy_mode == "cluster"
     assert _flag(command, "--master") == "yarn" and _flag(command, "--deploy-mode") == "cluster"
@@ -70,7 +72,7 @@ def test_deploy_mode_comes_from_the_connection_and_the_operator_overrides_it(mon
     # No local path of this machine reaches the remote driver as its warehouse directory.
     assert "spark.sql.warehouse.dir" not in _confs(command)
 
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", deploy_mode="client")
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_yarn", deploy_mode="client"))
     submission, command = _prepare(job, tmp_path / "client")
     assert submission.target.deploy_mode == "client" and _flag(command, "--deploy-mode") == "client"
     assert "--files" not in command and command[-1] == str(submission.spec_path)
@@ -84,7 +86,7 @@ def test_launch_settings_of_the_connection_reach_spark_submit_and_secrets_do_not
         "spark.hadoop.fs.s3a.secret.key": SECRET,
     })
     _spark_connection(monkeypatch, "spark_standalone", "spark://10.0.0.5", 7077)
-    job = LakeSparkJobHook(lake_hook=lake, spark_conn_id="spark_standalone", spark_conf={"spark.executor.memory": "3g"})
+    job = LakeSparkJobHook(lake_hook=lake, settings=SparkSettings(spark_conn_id="spark_standalone", spark_conf={"spark.executor.memory": "3g"}))
     submission, command = _prepare(job, tmp_path)
     confs = _confs(command)
     assert _flag(command, "--master") == "spark://10.0.0.5:7077"
@@ -107,7 +109,7 @@ def test_launch_settings_of_the_connection_reach_spark_submit_and_secrets_do_not
 
 def test_own_session_extensions_replace_icebergs_on_the_command_line(tmp_path, lake_hook):
     extensions = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions,com.example.Audit"
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conf={"spark.sql.extensions": extensions})
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conf={"spark.sql.extensions": extensions}))
     submission, command = _prepare(job, tmp_path)
     assert _confs(command)["spark.sql.extensions"] == extensions
     assert "spark.sql.extensions" not in json.loads(submission.spec_path.read_text())["session_conf"]
@@ -115,7 +117,7 @@ def test_own_session_extensions_replace_icebergs_on_the_command_line(tmp_path, l
 
 def test_no_python_or_path_of_this_worker_is_sent_to_a_cluster(monkeypatch, tmp_path, lake_hook):
     _spark_connection(monkeypatch, "spark_standalone", "spark://10.0.0.5", 7077)
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_standalone")
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_standalone"))
     submission, command = _prepare(job, tmp_path)
     env = submission.environment()
     # Executors on other hosts choose their own Python: nothing names this interpreter for them.
@@ -127,8 +129,8 @@ def test_no_python_or_path_of_this_worker_is_sent_to_a_cluster(monkeypatch, tmp_
 
     # Naming the executors' Python (the documented way) keeps the driver on this one: Spark
     # would otherwise run spark.pyspark.python for the driver too, a path of the cluster's hosts.
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_standalone",
-                           spark_conf={"spark.pyspark.python": "/opt/cluster/python3"})
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_standalone",
+                           spark_conf={"spark.pyspark.python": "/opt/cluster/python3"}))
     _, command = _prepare(job, tmp_path / "named")
     confs = _confs(command)
     assert confs["spark.pyspark.python"] == "/opt/cluster/python3"
@@ -137,7 +139,7 @@ def test_no_python_or_path_of_this_worker_is_sent_to_a_cluster(monkeypatch, tmp_
 
 def test_yarn_gets_the_users_env_vars_but_not_this_workers_path(monkeypatch, tmp_path, lake_hook):
     _spark_connection(monkeypatch, "spark_yarn", "yarn")
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", env_vars={"LAKE_TEAM": "data"})
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_yarn", env_vars={"LAKE_TEAM": "data"}))
     submission, command = _prepare(job, tmp_path)
     confs = _confs(command)
     assert confs["spark.yarn.appMasterEnv.LAKE_TEAM"] == "data"
@@ -146,7 +148,7 @@ def test_yarn_gets_the_users_env_vars_but_not_this_workers_path(monkeypatch, tmp
 
 
 def test_local_masters_keep_this_interpreter_and_loopback(tmp_path, lake_hook):
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection")
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection"))
     submission, command = _prepare(job, tmp_path)
     env = submission.environment()
     assert _flag(command, "--master") == "local[*]" and _flag(command, "--deploy-mode") == "client"
@@ -158,7 +160,7 @@ def test_local_masters_keep_this_interpreter_and_loopback(tmp_path, lake_hook):
 @pytest.mark.parametrize("master,port", [("local[*]", None), ("spark://10.0.0.5", 7077)])
 def test_task_logs_are_quiet_on_every_master(monkeypatch, tmp_path, lake_hook, master, port):
     _spark_connection(monkeypatch, "spark_any", master, port)
-    submission, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_any"), tmp_path)
+    submission, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_any")), tmp_path)
     options = submission.environment()["SPARK_SUBMIT_OPTS"]
     config = Path(options.split("-Dlog4j.configurationFile=file:", 1)[1].split()[0])
     assert "rootLogger.level = warn" in config.read_text()
@@ -166,7 +168,7 @@ def test_task_logs_are_quiet_on_every_master(monkeypatch, tmp_path, lake_hook, m
 
 def test_the_submitting_client_in_cluster_mode_keeps_the_lines_spark_submit_hook_tracks(monkeypatch, tmp_path, lake_hook):
     _spark_connection(monkeypatch, "spark_yarn", "yarn", **{"deploy-mode": "cluster"})
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn", result_location="hdfs://nn/tmp/r")
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_yarn", result_location="hdfs://nn/tmp/r"))
     submission, _ = _prepare(job, tmp_path)
     options = submission.environment()["SPARK_SUBMIT_OPTS"]
     config = Path(options.split("-Dlog4j.configurationFile=file:", 1)[1].split()[0]).read_text()
@@ -179,11 +181,11 @@ def test_iceberg_runtime_provided_by_the_image_ships_no_runtime_jar(monkeypatch,
 
     lake = _lake_connection(monkeypatch, tmp_path, iceberg_runtime_provided=True)
     _spark_connection(monkeypatch, "spark_standalone", "spark://10.0.0.5", 7077)
-    _, command = _prepare(LakeSparkJobHook(lake_hook=lake, spark_conn_id="spark_standalone"), tmp_path)
+    _, command = _prepare(LakeSparkJobHook(lake_hook=lake, settings=SparkSettings(spark_conn_id="spark_standalone")), tmp_path)
     jars = [Path(j).name for j in _flag(command, "--jars").split(",")]
     assert jars == ["sqlite-jdbc.jar"]  # the catalog's JDBC driver still travels
     # The operator's argument overrides the connection.
-    job = LakeSparkJobHook(lake_hook=lake, spark_conn_id="spark_standalone", iceberg_runtime_provided=False)
+    job = LakeSparkJobHook(lake_hook=lake, settings=SparkSettings(spark_conn_id="spark_standalone", iceberg_runtime_provided=False))
     _, command = _prepare(job, tmp_path / "shipped")
     runtime = jar_file_name(spark_line().iceberg_runtime)  # the installed Spark line's, from the jar cache
     assert runtime in [Path(j).name for j in _flag(command, "--jars").split(",")]
@@ -207,16 +209,16 @@ def test_what_spark_cannot_do_is_refused_before_spark_submit(monkeypatch, lake_h
     if host.startswith("k8s") and importlib.util.find_spec("airflow.providers.cncf") is not None:
         pytest.skip("the Kubernetes provider is installed here: SparkSubmitHook accepts k8s:// masters")
     _spark_connection(monkeypatch, "spark_refused", host, port, **extra)
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_refused", **hook_args)
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_refused", **hook_args))
     with pytest.raises(LakeConfigError, match=message) as raised:
-        job.run_job("sql", {"statements": ["SELECT 1"]})
+        job.run(SqlJobArgs(statements=["SELECT 1"]))
     assert job._submit_hook is None  # nothing was submitted: no JVM started
     bad_input("Spark connection / deploy mode", f"master {host}{':' + str(port) if port else ''}, extra {extra}, {hook_args}",
               raised.value)
 
 
 def test_env_vars_reach_spark_submit_with_this_hooks_own_environment(tmp_path, lake_hook):
-    job = LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection", env_vars={"LAKE_TEAM": "data"})
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection", env_vars={"LAKE_TEAM": "data"}))
     submission, command = _prepare(job, tmp_path)
     env = submission.environment()
     assert env["LAKE_TEAM"] == "data" and env["SPARK_LOCAL_IP"] == "127.0.0.1" and "SPARK_SUBMIT_OPTS" in env
@@ -243,15 +245,15 @@ def test_a_driver_in_the_task_maps_the_class_archive_and_a_cluster_driver_does_n
     archive = tmp_path / "classes.jsa"
     archive.write_bytes(b"")
     monkeypatch.setattr(class_archive, "archive_path", lambda: archive)
-    local, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection"), tmp_path)
+    local, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection")), tmp_path)
     assert f"-XX:SharedArchiveFile={archive}" in local.environment()["SPARK_SUBMIT_OPTS"].split()
     _spark_connection(monkeypatch, "spark_yarn", "yarn", **{"deploy-mode": "cluster"})
-    cluster, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="spark_yarn",
-                                           result_location="hdfs://nn/tmp/r"), tmp_path / "cluster")
+    cluster, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="spark_yarn",
+                                           result_location="hdfs://nn/tmp/r")), tmp_path / "cluster")
     assert "SharedArchiveFile" not in cluster.environment()["SPARK_SUBMIT_OPTS"]
     # None built for this Spark and Java: nothing is added, the job starts as it would without the feature.
     archive.unlink()
-    bare, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, spark_conn_id="no_such_spark_connection"), tmp_path / "bare")
+    bare, _ = _prepare(LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection")), tmp_path / "bare")
     assert "SharedArchiveFile" not in bare.environment()["SPARK_SUBMIT_OPTS"]
 
 
@@ -286,7 +288,7 @@ def test_the_log_names_only_the_coordinates_the_provider_left_to_spark(monkeypat
     monkeypatch.setenv("LAKE_JAR_CACHE", str(tmp_path / "empty-cache"))
     hook = _lake_connection(monkeypatch, tmp_path, spark_packages=["org.example:own-udfs:1.0"])
     capfd.readouterr()
-    submission, command = _prepare(LakeSparkJobHook(lake_hook=hook, spark_conn_id="no_such_spark_connection"), tmp_path)
+    submission, command = _prepare(LakeSparkJobHook(lake_hook=hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection")), tmp_path)
     assert "org.example:own-udfs:1.0" in _flag(command, "--packages")  # still resolved by Spark, as named
     captured = capfd.readouterr()
     [line] = [text for text in (captured.out + captured.err).splitlines() if "at submit time" in text]

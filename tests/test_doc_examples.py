@@ -393,13 +393,15 @@ def spark_submits(monkeypatch):
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
     jobs: list[str] = []
-    run_job = LakeSparkJobHook.run_job
+    from airflow_lake_provider.core.job_registry import job_for
 
-    def counted(self, job, args=None):
-        jobs.append(job)
-        return run_job(self, job, args)
+    run = LakeSparkJobHook.run
 
-    monkeypatch.setattr(LakeSparkJobHook, "run_job", counted)
+    def counted(self, args):
+        jobs.append(job_for(args).name)
+        return run(self, args)
+
+    monkeypatch.setattr(LakeSparkJobHook, "run", counted)
     return jobs
 
 

@@ -12,6 +12,7 @@ import pytest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.core.contracts import SqlJobArgs
 
 
 def _set_connection(monkeypatch, conn_id: str, **fields) -> None:
@@ -60,7 +61,7 @@ def test_bad_connections_fail_before_spark(monkeypatch, bad_input, fields, messa
     _set_connection(monkeypatch, "bad_lake", **fields)
     job_hook = LakeSparkJobHook(lake_hook=IcebergLakeHook("bad_lake"))
     with pytest.raises(LakeConfigError, match=message) as raised:
-        job_hook.run_job("sql", {"statements": ["SELECT 1"]})
+        job_hook.run(SqlJobArgs(statements=["SELECT 1"]))
     assert job_hook._submit_hook is None  # nothing was submitted: no JVM started
     bad_input("connection", repr(fields), raised.value)
 
@@ -76,7 +77,7 @@ def test_unreachable_catalog_database_fails_before_spark(monkeypatch, bad_input)
     assert not ok and "127.0.0.1" in message
     job_hook = LakeSparkJobHook(lake_hook=hook)
     with pytest.raises(LakeConfigError, match="Cannot open catalog 'lake'") as raised:
-        job_hook.run_job("sql", {"statements": ["SELECT 1"]})
+        job_hook.run(SqlJobArgs(statements=["SELECT 1"]))
     assert job_hook._submit_hook is None
     assert "pw-unreachable" not in str(raised.value)
     bad_input("connection", "host='postgresql://127.0.0.1:9/lake' (nothing listens)", raised.value)

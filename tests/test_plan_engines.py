@@ -14,9 +14,8 @@ import pytest
 from demo_data import _batch, create_events_table
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs import plan as plan_job
-from airflow_lake_provider.operators.plan import (
-    AUTO_SPARK_MIN_DATA_FILES, ENGINES, IcebergRewritePlanOperator, choose_engine,
-)
+from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.steps.plan import AUTO_SPARK_MIN_DATA_FILES, ENGINES, choose_engine
 from airflow_lake_provider.core.partition_sql import spark_partition_predicates
 from airflow_lake_provider.core.planning import RewriteOptions, parse_partition_filter, plan_table
 from lake_checks import FakeTaskInstance, plans_by_both_engines

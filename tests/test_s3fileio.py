@@ -25,6 +25,7 @@ from pathlib import Path
 import pytest
 
 from conftest import load_dag
+from airflow_lake_provider.core.job_registry import job_for
 from demo_data import create_events_table
 from lake_checks import assert_lean_digest_matches, live_files, table_fingerprint
 from seaweedfs_server import REGION, TABLE_BUCKET, SeaweedFS, _weed_binary
@@ -120,6 +121,7 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     from airflow_lake_provider.exceptions import LakeJobError
     from airflow_lake_provider.hooks.lake import IcebergLakeHook
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+    from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE, cached_jars
 
     server = vending_seaweedfs
@@ -136,24 +138,24 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     submitted: list[dict] = []
     prepare = LakeSparkJobHook.prepare
 
-    def recording_prepare(self, job, args, target, work_dir):
-        submission = prepare(self, job, args, target, work_dir)
-        submitted.append({"job": job, "spec": json.loads(submission.spec_path.read_text()),
+    def recording_prepare(self, args, target, work_dir):
+        submission = prepare(self, args, target, work_dir)
+        submitted.append({"job": job_for(args).name, "spec": json.loads(submission.spec_path.read_text()),
                           "command": submission.command(), "env": submission.environment()})
         return submission
 
     monkeypatch.setattr(LakeSparkJobHook, "prepare", recording_prepare)
     failures: dict[str, str] = {}  # job -> its error, as the task saw it
-    run_job = LakeSparkJobHook.run_job
+    run = LakeSparkJobHook.run
 
-    def recording_run_job(self, job, args=None):
+    def recording_run(self, args):
         try:
-            return run_job(self, job, args)
+            return run(self, args)
         except Exception as error:
-            failures[job] = str(error)
+            failures[job_for(args).name] = str(error)
             raise
 
-    monkeypatch.setattr(LakeSparkJobHook, "run_job", recording_run_job)
+    monkeypatch.setattr(LakeSparkJobHook, "run", recording_run)
 
     def point(conn: dict) -> IcebergLakeHook:
         monkeypatch.setenv("AIRFLOW_CONN_LAKE_DEFAULT", json.dumps(conn))
@@ -196,18 +198,17 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     # Control: the same Spark face without the delegation header has no credentials, and fails.
     point(_connection(server, vended=False))
     with pytest.raises(LakeJobError, match="(?i)credentials"):
-        LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job("sql", {"statements": [f"SELECT count(*) FROM {name}"]})
+        LakeSparkJobHook(lake_hook=IcebergLakeHook()).run(SqlJobArgs(statements=[f"SELECT count(*) FROM {name}"]))
     hook = point(_connection(server))
 
     # Spark (S3FileIO, vended credentials) writes merge-on-read deletes and reads the rows back.
     def spark_rows() -> list[dict]:
-        result = LakeSparkJobHook(lake_hook=IcebergLakeHook()).run_job(
-            "sql", {"statements": [f"SELECT * FROM {name} ORDER BY event_id"]})
-        return result["rows"]
+        result = LakeSparkJobHook(lake_hook=IcebergLakeHook()).run(SqlJobArgs(statements=[f"SELECT * FROM {name} ORDER BY event_id"]))
+        return result.rows
 
-    deleted = LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [
-        f"DELETE FROM {name} WHERE event_id % 10 = 3", f"SELECT * FROM {name} ORDER BY event_id"]})
-    rows_before = deleted["rows"]
+    deleted = LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
+        f"DELETE FROM {name} WHERE event_id % 10 = 3", f"SELECT * FROM {name} ORDER BY event_id"]))
+    rows_before = deleted.rows
     table = hook.load_table(name)
     fingerprint = table_fingerprint(table)
     assert fingerprint[0] == len(rows_before) == 108

@@ -53,7 +53,7 @@ def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, l
     for variable in ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON"):
         monkeypatch.delenv(variable, raising=False)
     # engine="auto" plans in Spark from this many data files on: here, always.
-    monkeypatch.setattr("airflow_lake_provider.operators.plan.AUTO_SPARK_MIN_DATA_FILES", 1)
+    monkeypatch.setattr("airflow_lake_provider.steps.plan.AUTO_SPARK_MIN_DATA_FILES", 1)
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
     run = dag.test(run_conf={"table": name, "min_input_files": 2, "override_table_retention": True,

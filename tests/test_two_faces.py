@@ -6,6 +6,7 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.core.contracts import SqlJobArgs
 
 
 def test_table_created_by_spark_is_listed_loaded_and_read_by_pyiceberg(spark, lake_hook, namespace):
@@ -31,11 +32,9 @@ def test_pyiceberg_append_is_seen_by_a_later_spark_job(lake_hook, namespace):
     table = lake_hook.catalog.create_table(f"{namespace}.people", schema=schema)
     table.append(pa.table({"id": [1, 2, 3], "name": ["ada", "bob", "cy"]}, schema=schema))
 
-    result = LakeSparkJobHook(lake_hook=lake_hook).run_job(
-        "sql",
-        {"statements": [
+    result = LakeSparkJobHook(lake_hook=lake_hook).run(SqlJobArgs(statements=[
             f"SELECT count(*) AS n, sum(id) AS total FROM lake.{namespace}.people",
-        ]},
+        ]),
     )
-    assert result["rows"] == [{"n": 3, "total": 6}]
-    assert result["columns"] == ["n", "total"]
+    assert result.rows == [{"n": 3, "total": 6}]
+    assert result.columns == ["n", "total"]

@@ -776,6 +776,42 @@ class ConvertEqualityDeletesResult(Contract):
         return super().from_json(data)
 
 
+# == sql: statements run by hand, for setup and checks ==
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SqlJobArgs(Contract):
+    """The ``sql`` job: Spark SQL statements against the catalog, the rows of the last one back.
+
+    For setting tables up, reading them back and running Iceberg procedures by hand; the rows are
+    capped (``max_rows``) so a careless ``SELECT`` cannot flood a result or an XCom.
+    """
+
+    what: ClassVar[str] = "sql job"
+
+    statements: list[str] = dataclasses.field(default_factory=list)
+    max_rows: int = 1000
+
+    def validate(self: C) -> C:
+        if not self.statements or not all(isinstance(s, str) and s.strip() for s in self.statements):
+            raise LakeConfigError(f"The {self.what} needs at least one statement, each a non-empty string; "
+                                  f"got {self.statements!r}.")
+        whole_number(self.max_rows, f"max_rows of the {self.what}", minimum=1)
+        return self
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class SqlJobResult(Contract):
+    """The last statement's ``rows`` (at most ``max_rows``; ``truncated`` when there were more)."""
+
+    what: ClassVar[str] = "sql job result"
+
+    columns: list[str] = dataclasses.field(default_factory=list)
+    rows: list[dict[str, Any]] = dataclasses.field(default_factory=list)
+    truncated: bool = False
+    statements: int = 0
+
+
 # == batch: several tables' jobs in one Spark application ==
 
 

@@ -61,11 +61,12 @@ from airflow.sdk.exceptions import AirflowException, AirflowNotFoundException
 import airflow_lake_provider
 from airflow_lake_provider import class_archive
 from airflow_lake_provider.catalog_config import is_secret_key
-from airflow_lake_provider.core.contracts import BatchJobArgs
+from airflow_lake_provider.core.contracts import BatchJobArgs, Contract
+from airflow_lake_provider.core.job_registry import Job, check_batch, job_for
+from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.jars import jar_cache_dir
-from airflow_lake_provider.jobs import JOB_NAMES
 
 PACKAGE_DIR = Path(airflow_lake_provider.__file__).parent
 JOB_APPLICATION = PACKAGE_DIR / "jobs" / "main.py"
@@ -322,58 +323,17 @@ def _write_private(path: Path, text: str) -> Path:
 
 
 class LakeSparkJobHook(BaseHook):
-    """Submits one of this provider's PySpark jobs and returns its JSON result.
+    """Submits one of this provider's PySpark jobs by its contract and returns the job's result contract.
 
     :param lake_hook: the catalog the job works on.
-    :param spark_conn_id: the apache-spark provider's connection (master, deploy mode, queue...).
-        When it does not exist the job runs on ``local[*]``.
-    :param spark_conf: extra Spark configuration, over the lake connection's ``spark_conf``;
-        keys that look secret go into the spec file, the others on the command line.
-    :param jars: extra jar paths (added to those the catalog needs).
-    :param packages: Maven coordinates for ``--packages`` (only where Maven is reachable).
-    :param deploy_mode: ``client`` or ``cluster``; overrides the Spark connection's
-        ``deploy-mode`` extra (default: ``client``).
-    :param result_location: where the job writes its result. Default: a private local
-        directory (client mode). Required in cluster deploy mode: a shared directory URI.
-    :param iceberg_runtime_provided: the cluster's image has the Iceberg Spark runtime, so none
-        is shipped. ``None``: the lake connection's ``iceberg_runtime_provided`` extra decides.
-    :param env_vars: environment for the application, as SparkSubmitHook reads it (the
-        spark-submit process; on YARN and Kubernetes also the driver's environment).
+    :param settings: how the application is launched (:class:`SparkSettings`: the Spark
+        connection, ``spark_conf``, memory, deploy mode, result location...).
     """
 
-    def __init__(
-        self,
-        *,
-        lake_hook: IcebergLakeHook,
-        spark_conn_id: str = "spark_default",
-        spark_conf: dict[str, Any] | None = None,
-        jars: list[str] | None = None,
-        packages: list[str] | None = None,
-        driver_memory: str | None = None,
-        executor_memory: str | None = None,
-        executor_cores: int | None = None,
-        num_executors: int | None = None,
-        deploy_mode: str | None = None,
-        result_location: str | None = None,
-        iceberg_runtime_provided: bool | None = None,
-        env_vars: dict[str, str] | None = None,
-        verbose: bool = False,
-    ) -> None:
+    def __init__(self, *, lake_hook: IcebergLakeHook, settings: SparkSettings | None = None) -> None:
         super().__init__()
         self.lake_hook = lake_hook
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = dict(spark_conf or {})
-        self.jars = list(jars or [])
-        self.packages = list(packages or [])
-        self.driver_memory = driver_memory
-        self.executor_memory = executor_memory
-        self.executor_cores = executor_cores
-        self.num_executors = num_executors
-        self.deploy_mode = deploy_mode
-        self.result_location = result_location
-        self.iceberg_runtime_provided = iceberg_runtime_provided
-        self.env_vars = dict(env_vars or {})
-        self.verbose = verbose
+        self.settings = settings or SparkSettings()
         self._submit_hook: _SparkSubmitHook | None = None
         self._killed = False
         self.application_id: str | None = None  # of the last job that finished
@@ -399,16 +359,16 @@ class LakeSparkJobHook(BaseHook):
         a lookup may go to a secrets backend or the metadata database.
         """
         try:
-            return self.get_connection(self.spark_conn_id)
+            return self.get_connection(self.settings.spark_conn_id)
         except AirflowNotFoundException:
-            return local_connection(self.spark_conn_id)
+            return local_connection(self.settings.spark_conn_id)
 
     def resolve_target(self) -> SparkTarget:
         """The master and deploy mode, refused here when Spark could not run the job that way."""
         conn = self.spark_connection
         master = self._master(conn)
-        mode, source = (self.deploy_mode, "deploy_mode") if self.deploy_mode else (
-            conn.extra_dejson.get("deploy-mode"), f"the deploy-mode extra of Spark connection {self.spark_conn_id!r}")
+        mode, source = (self.settings.deploy_mode, "deploy_mode") if self.settings.deploy_mode else (
+            conn.extra_dejson.get("deploy-mode"), f"the deploy-mode extra of Spark connection {self.settings.spark_conn_id!r}")
         mode = str(mode).strip().lower() if mode else "client"
         if mode not in DEPLOY_MODES:
             raise LakeConfigError(f"Deploy mode {mode!r} (from {source}) must be 'client' or 'cluster'.")
@@ -427,7 +387,7 @@ class LakeSparkJobHook(BaseHook):
             if "kube" not in str(error):
                 raise
             raise LakeConfigError(
-                f"Spark connection {self.spark_conn_id!r} names a Kubernetes master, which the apache-spark "
+                f"Spark connection {self.settings.spark_conn_id!r} names a Kubernetes master, which the apache-spark "
                 "provider submits to only with the Kubernetes provider installed: pip install "
                 "apache-airflow-providers-cncf-kubernetes."
             ) from None
@@ -445,7 +405,7 @@ class LakeSparkJobHook(BaseHook):
                 "standalone clusters'). Use deploy_mode='client' (the driver runs in the Airflow task, the "
                 "executors on the cluster), or a YARN or Kubernetes master."
             )
-        if not self.result_location:
+        if not self.settings.result_location:
             raise LakeConfigError(
                 "deploy_mode='cluster' runs the driver elsewhere: set result_location to a directory "
                 "URI both Airflow and the cluster reach (hdfs://..., s3a://...)."
@@ -461,7 +421,7 @@ class LakeSparkJobHook(BaseHook):
         """
         launch = self._launch_defaults(target, work_dir)
         session = dict(self.lake_hook.spark_catalog_conf())
-        for key, value in [*self.lake_hook.config.spark_conf.items(), *self.spark_conf.items()]:
+        for key, value in [*self.lake_hook.config.spark_conf.items(), *self.settings.spark_conf.items()]:
             key = str(key)
             if key in _REFUSED_CONF:
                 raise LakeConfigError(f"spark_conf cannot set {key}: set it through {_REFUSED_CONF[key]}.")
@@ -504,10 +464,10 @@ class LakeSparkJobHook(BaseHook):
     def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
         """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
         merged = {flag: launch.pop(key, None) for key, flag in _FLAG_CONF.items()}
-        given = (_joined(self.packages, merged["packages"]) or "").split(",")
-        own_jars = (_joined(self.jars, merged["jars"]) or "").split(",")
+        given = (_joined(self.settings.packages, merged["packages"]) or "").split(",")
+        own_jars = (_joined(self.settings.jars, merged["jars"]) or "").split(",")
         classpath = self.lake_hook.spark_classpath([jar for jar in own_jars if jar],
-                                                   iceberg_runtime_provided=self.iceberg_runtime_provided,
+                                                   iceberg_runtime_provided=self.settings.iceberg_runtime_provided,
                                                    packages=[package for package in given if package])
         # What the provider added and found no cached jar for (the user's own coordinates are theirs to name).
         named = {*given, *self.lake_hook.spark_packages()}
@@ -560,63 +520,66 @@ class LakeSparkJobHook(BaseHook):
         }
 
     def _result_location(self, job: str, work_dir: Path) -> str:
-        if self.result_location:
-            return f"{self.result_location.rstrip('/')}/{job}-{uuid.uuid4().hex}.json"
+        if self.settings.result_location:
+            return f"{self.settings.result_location.rstrip('/')}/{job}-{uuid.uuid4().hex}.json"
         return str(work_dir / "result.json")
 
-    def prepare(self, job: str, args: dict[str, Any], target: SparkTarget, work_dir: Path) -> Submission:
-        """Write the spec and build the spark-submit call for ``job`` (nothing is started)."""
+    def prepare(self, args: Contract, target: SparkTarget, work_dir: Path) -> Submission:
+        """Write the spec and build the spark-submit call for the job taking ``args`` (nothing is started)."""
+        job = self._checked_job(args).name
         result_location = self._result_location(job, work_dir)
         launch_conf, session_conf = self._split_conf(target, work_dir)
-        spec_path = _write_private(work_dir / "spec.json", json.dumps(self.build_spec(job, args, result_location, session_conf)))
+        spec = self.build_spec(job, args.to_json(), result_location, session_conf)
+        spec_path = _write_private(work_dir / "spec.json", json.dumps(spec))
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
-        env = place_env_vars(target, self.env_vars, self._process_env(target, work_dir))
+        env = place_env_vars(target, self.settings.env_vars, self._process_env(target, work_dir))
         hook = _SparkSubmitHook(
             connection=self.spark_connection,
             conf={**launch_conf, **env.conf},
             **artifacts,
-            driver_memory=self.driver_memory,
-            executor_memory=self.executor_memory,
-            executor_cores=self.executor_cores,
-            num_executors=self.num_executors,
+            driver_memory=self.settings.driver_memory,
+            executor_memory=self.settings.executor_memory,
+            executor_cores=self.settings.executor_cores,
+            num_executors=self.settings.num_executors,
             deploy_mode=target.deploy_mode,
             name=f"lake-{job}-{self.lake_hook.config.name}",
             # Cluster mode: --files puts the spec in the driver's working directory.
             application_args=[spec_path.name if not target.driver_in_task else str(spec_path)],
             env_vars=env.submit_hook_env_vars,
-            verbose=self.verbose,
+            verbose=self.settings.verbose,
         )
         return Submission(job, target, hook, result_location, spec_path, env.process_env)
 
     # -- running ----------------------------------------------------------------------------
-    def _check_request(self, job: str, args: dict[str, Any] | None) -> dict[str, Any]:
-        if job not in JOB_NAMES:
-            raise LakeConfigError(f"Unknown job {job!r}; known jobs: {', '.join(JOB_NAMES)}.")
-        args = args or {}
-        json.dumps(args)  # fail here, not in the driver, if the args cannot travel as JSON
-        if job == "batch":
-            unknown = [item.job for item in BatchJobArgs.from_json(args).validate().jobs if item.job not in JOB_NAMES]
-            if unknown:
-                raise LakeConfigError(f"Unknown jobs in the batch: {', '.join(map(repr, unknown))}; known jobs: "
-                                      f"{', '.join(JOB_NAMES)}.")
-        return args
+    @staticmethod
+    def _checked_job(args: Contract) -> Job:
+        """The job taking ``args``, refused here when the request cannot work (no JVM started yet)."""
+        job = job_for(args)
+        args.validate()
+        try:
+            json.dumps(args.to_json())  # fail here, not in the driver, if the args cannot travel as JSON
+        except (TypeError, ValueError) as error:
+            raise LakeConfigError(f"The {args.what} arguments cannot travel as JSON: {error}.") from None
+        if isinstance(args, BatchJobArgs):
+            check_batch(args)
+        return job
 
-    def run_job(self, job: str, args: dict[str, Any] | None = None) -> dict[str, Any]:
-        """Submit ``job`` with ``args``, wait, and return the job's result document.
+    def run(self, args: Contract) -> Any:
+        """Submit the job that takes ``args``, wait, and return its result contract.
 
         Raises :class:`LakeConfigError` before anything starts when the request cannot work, and
         :class:`LakeJobError` with the application's own error message when the job fails.
         """
-        args = self._check_request(job, args)
+        job = self._checked_job(args)
         self._submit_hook = None
         target = self.resolve_target()
         work_dir = Path(tempfile.mkdtemp(prefix="lake-job-"))  # mode 0700
         try:
-            submission = self.prepare(job, args, target, work_dir)  # refuses missing jars, offline
+            submission = self.prepare(args, target, work_dir)  # refuses missing jars, offline
             # Opening the catalog checks it (and the store) answers before a JVM starts, and on SQLite
             # creates the catalog tables Spark expects to find (it is told not to create them itself).
             self.lake_hook.catalog
-            return self._submit(submission)
+            return job.result.from_json(self._submit(submission))
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)
 

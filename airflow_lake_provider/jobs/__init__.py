@@ -4,7 +4,6 @@ They run on a Spark driver where Airflow is not installed: modules here import o
 standard library, PySpark and each other. Each job is a module with a
 ``run(spark, catalog, args) -> dict`` function; :mod:`airflow_lake_provider.jobs.main` is the
 application that spark-submit starts, and it reads a JSON spec and writes a JSON result.
+The jobs, with the contracts they take and return, are listed in
+:mod:`airflow_lake_provider.core.job_registry`; a spec naming any other job is refused.
 """
-
-# Jobs the launcher may run, by name; anything else in a spec is refused.
-JOB_NAMES = ("sql", "plan", "rewrite", "expire", "clean", "convert_equality_deletes", "restore_quarantine", "batch")

@@ -14,22 +14,17 @@ import importlib
 from typing import Any
 
 from airflow_lake_provider.core.contracts import BatchItemOutcome, BatchJobArgs, BatchJobResult
+from airflow_lake_provider.core.job_registry import job_named
 from airflow_lake_provider.jobs.results import describe_failure
 
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    from airflow_lake_provider.jobs import JOB_NAMES
-
     batch = BatchJobArgs.from_json(args).validate()
     outcomes = []
     for number, item in enumerate(batch.jobs, 1):
-        if item.job not in JOB_NAMES:
-            outcomes.append(BatchItemOutcome(status="failed", error_class="ValueError",
-                                             message=f"Unknown job {item.job!r}; known jobs: {', '.join(JOB_NAMES)}"))
-            continue
         print(f"batch: job {number}/{len(batch.jobs)}: {item.job} of {item.args.get('table')}", flush=True)
         try:
-            result = importlib.import_module(f"airflow_lake_provider.jobs.{item.job}").run(spark, catalog, item.args)
+            result = importlib.import_module(job_named(item.job).module).run(spark, catalog, item.args)
             outcomes.append(BatchItemOutcome(status="success", result=result))
         except Exception as error:  # noqa: BLE001 - reported in its place; the next job still runs
             failure = describe_failure(error)

@@ -20,7 +20,7 @@ def _load_spec(path: str) -> dict:
 
 def main(argv: list[str]) -> int:
     # Imported here so a missing package is reported through the result file like any failure.
-    from airflow_lake_provider.jobs import JOB_NAMES
+    from airflow_lake_provider.core.job_registry import job_named
     from airflow_lake_provider.jobs.results import (
         RESULT_MARKER,
         describe_failure,
@@ -32,9 +32,7 @@ def main(argv: list[str]) -> int:
     location = spec["result_location"]
     spark = None
     try:
-        if spec["job"] not in JOB_NAMES:
-            raise ValueError(f"Unknown job {spec['job']!r}; known jobs: {', '.join(JOB_NAMES)}")
-        job = importlib.import_module(f"airflow_lake_provider.jobs.{spec['job']}")
+        job = importlib.import_module(job_named(spec["job"]).module)
         spark = build_session(spec)
         result = job.run(spark, spec["catalog"], spec.get("args") or {})
         # The application id lets the task link to this application in Spark's history server.

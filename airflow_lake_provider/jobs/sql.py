@@ -8,20 +8,17 @@ from __future__ import annotations
 
 from typing import Any
 
+from airflow_lake_provider.core.contracts import SqlJobArgs, SqlJobResult
+
 
 def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    statements = args.get("statements") or []
-    if isinstance(statements, str):
-        statements = [statements]
-    if not statements:
-        raise ValueError("The sql job needs at least one statement in args['statements'].")
-    max_rows = int(args.get("max_rows", 1000))
+    job = SqlJobArgs.from_json(args).validate()
     spark.sql(f"USE `{catalog}`")
     rows: list[dict[str, Any]] = []
     columns: list[str] = []
-    for statement in statements:
+    for statement in job.statements:
         frame = spark.sql(statement)
         columns = frame.columns
-        rows = [row.asDict(recursive=True) for row in frame.limit(max_rows + 1).collect()]
-    truncated = len(rows) > max_rows
-    return {"columns": columns, "rows": rows[:max_rows], "truncated": truncated, "statements": len(statements)}
+        rows = [row.asDict(recursive=True) for row in frame.limit(job.max_rows + 1).collect()]
+    return SqlJobResult(columns=columns, rows=rows[:job.max_rows], truncated=len(rows) > job.max_rows,
+                        statements=len(job.statements)).to_json()

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -24,7 +23,6 @@ from airflow_lake_provider.core.approval import (
     live_totals,
 )
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.retention import RetentionDecision
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 
@@ -187,25 +185,3 @@ def passed_gate(operator: Any, step: str) -> bool:
         return False
     return True
 
-
-def keep_to_approval(operator: Any, decision: RetentionDecision, table: str, step: str) -> RetentionDecision:
-    """``decision`` cut down to the snapshots ``operator.approved`` names (the deleting step's side of the gate).
-
-    Why the approved part and not a refusal when the fresh decision adds snapshots: a person may
-    take hours to answer, and on a table with age-based retention more snapshots come of age
-    meanwhile; refusing would fail every slow approval. Expiring a subset of the approved
-    snapshots deletes a subset of the files shown (the snapshots that stay only hold more), so
-    nothing that was not approved is deleted. The rest is left, named in the log, for the next run.
-    """
-    approval = Approval.from_json(operator.approved)
-    approved, left = approval.keep_to(table, step, decision.expire_ids)
-    if left:
-        operator.log.warning("Not in the approval by %s, kept for the next run to decide: snapshots %s of %s.",
-                             approval.approved_by, left, table)
-    operator.log.info("Approved by %s (digest %s): removing %d of the %d approved snapshots.", approval.approved_by,
-                      approval.digest, len(approved), len(approval.snapshot_ids))
-    reasons = dict(decision.reasons)
-    for sid in left:
-        reasons[sid] = "kept: not in the approval given for this run (the next run decides again)"
-    return dataclasses.replace(decision, expire_ids=tuple(approved), kept_ids=(*decision.kept_ids, *left),
-                               reasons=reasons)

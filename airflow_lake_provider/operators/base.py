@@ -3,20 +3,22 @@
 from __future__ import annotations
 
 import contextlib
-import functools
+import dataclasses
+import logging
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
-from airflow_lake_provider.core.contracts import AirflowRun
+from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
 from airflow_lake_provider.core.snapshots import describe_change
+from airflow_lake_provider.core.spark_settings import DEFAULT_SPARK_CONN_ID, SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
@@ -24,6 +26,17 @@ from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
+    from pyiceberg.table import Table
+
+    from airflow_lake_provider.core.table_digest import TableDigest
+
+#: The XCom key where a step whose job ran but failed the task leaves what it did (the rewrite's
+#: committed groups when others were dropped).
+PARTIAL_RESULT_XCOM_KEY = "partial_result"
 
 
 def airflow_run(context: Any) -> AirflowRun | None:
@@ -35,10 +48,36 @@ def airflow_run(context: Any) -> AirflowRun | None:
                       try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))
 
 
-def run_properties(context: Any) -> dict[str, str]:
-    """The snapshot summary properties naming the run behind a commit (none without a task instance)."""
-    run = airflow_run(context)
-    return run.snapshot_properties() if run else {}
+@dataclasses.dataclass(frozen=True)
+class LakeTable:
+    """One table of the lake as a step reads it (:class:`~airflow_lake_provider.steps.base.TableReader`)."""
+
+    hook: IcebergLakeHook
+    identifier: TableIdentifier
+
+    def load_table(self) -> Table:
+        return self.hook.load_table(self.identifier)
+
+    def read_digest(self) -> TableDigest:
+        return self.hook.read_table_digest(self.identifier)
+
+
+def run_prepared(step: Step, prepared: Prepared, run_job: Any) -> Outcome:
+    """The outcome of a prepared step: its ``done`` one, or the job run by ``run_job`` and finished."""
+    if prepared.done is not None:
+        return prepared.done
+    return step.finish(prepared, run_job(prepared.args))
+
+
+def summarize(log: logging.Logger, table: LakeTable, before: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+    """End a step's log with one human line, what was done and the table before -> after; returns after.
+
+    An outcome that did not change the table (a dry run, nothing to do) reports ``before`` as it is,
+    without reading the table again.
+    """
+    after = table.read_digest().state() if outcome.changed else before
+    log.info("%s", describe_change(table.identifier.dotted, before, after, outcome.summary))
+    return after
 
 
 class LakeSparkOperator(BaseOperator):
@@ -67,7 +106,7 @@ class LakeSparkOperator(BaseOperator):
         self,
         *,
         lake_conn_id: str = IcebergLakeHook.default_conn_name,
-        spark_conn_id: str = "spark_default",
+        spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
         spark_conf: dict[str, Any] | None = None,
         jars: list[str] | None = None,
         driver_memory: str | None = None,
@@ -107,11 +146,9 @@ class LakeSparkOperator(BaseOperator):
         super().pre_execute(context)
         self._context = context  # the Spark job's OpenLineage parent is this task's run
 
-    def spark_settings(self) -> dict[str, Any]:
-        """This operator's Spark settings, as keyword arguments of another operator of this provider."""
-        return {name: getattr(self, name) for name in (
-            "lake_conn_id", "spark_conn_id", "spark_conf", "jars", "driver_memory", "executor_memory", "deploy_mode",
-            "result_location", "iceberg_runtime_provided")}
+    def spark_settings(self) -> SparkSettings:
+        """This operator's Spark settings, with its task as the OpenLineage parent of the job."""
+        return SparkSettings.of(self).with_conf(spark_parent_properties(self._context))
 
     def held_leases(self) -> list[Lease]:
         """The maintenance leases this task holds while its job runs (renewed by :meth:`_while_job_runs`)."""
@@ -159,22 +196,13 @@ class LakeSparkOperator(BaseOperator):
             if lost:  # the job's own error (it was killed) says less than this
                 raise LeaseLost(lost[0])
 
-    def run_job(self, job: str, args: dict[str, Any]) -> dict[str, Any]:
-        """Submit ``job`` and return its result; the task's extra link points at the application."""
-        self._job_hook = LakeSparkJobHook(
-            lake_hook=self.lake_hook,
-            spark_conn_id=self.spark_conn_id,
-            spark_conf={**spark_parent_properties(self._context), **(self.spark_conf or {})},
-            jars=self.jars,
-            driver_memory=self.driver_memory,
-            executor_memory=self.executor_memory,
-            deploy_mode=self.deploy_mode,
-            result_location=self.result_location,
-            iceberg_runtime_provided=self.iceberg_runtime_provided,
-        )
+    def run_job(self, args: Contract) -> Any:
+        """Submit the job that takes ``args`` and return its result contract; the task's extra link
+        points at the application."""
+        self._job_hook = LakeSparkJobHook(lake_hook=self.lake_hook, settings=self.spark_settings())
         with self._while_job_runs():
-            result = self._job_hook.run_job(job, args)
-        self.log.info("Spark application %s ran job %r.", self._job_hook.application_id, job)
+            result = self._job_hook.run(args)
+        self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
         parent = self._job_hook.lineage_parent
         if parent:
             self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
@@ -231,22 +259,6 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         if self.emits_table_events:
             self.outlets = [*self.outlets, maintenance_alias()]
 
-    def __init_subclass__(cls, **kwargs: Any) -> None:
-        """Keep each step's result on the instance: Airflow 3.3 calls ``post_execute`` without it,
-        and the asset event and the lineage facet are built from it."""
-        super().__init_subclass__(**kwargs)
-        execute = cls.__dict__.get("execute")
-        if execute is None or getattr(execute, "_keeps_result", False):
-            return
-
-        @functools.wraps(execute)
-        def keeping_result(self, context: Any) -> Any:
-            self._result = execute(self, context)
-            return self._result
-
-        keeping_result._keeps_result = True  # type: ignore[attr-defined]
-        cls.execute = keeping_result
-
     def pre_execute(self, context: Any) -> None:
         """A leased step first makes sure its run still holds the table's lease, and renews it,
         before it reads the table."""
@@ -277,28 +289,43 @@ class LakeMaintenanceOperator(LakeSparkOperator):
     def table_identifier(self) -> TableIdentifier:
         return TableIdentifier.parse(self.table)
 
-    def load_table(self):
-        """The PyIceberg table (validates the name first; no JVM)."""
-        return self.lake_hook.load_table(self.table_identifier)
+    @property
+    def lake_table(self) -> LakeTable:
+        return LakeTable(self.lake_hook, self.table_identifier)
 
-    def read_digest(self):
+    def load_table(self) -> Table:
+        """The PyIceberg table (validates the name first; no JVM)."""
+        return self.lake_table.load_table()
+
+    def read_digest(self) -> TableDigest:
         """The table's metadata read lean (:meth:`IcebergLakeHook.read_table_digest`): for steps that
         decide from the history alone, so the worker's memory does not grow with it (no JVM)."""
-        digest = self.lake_hook.read_table_digest(self.table_identifier)
+        digest = self.lake_table.read_digest()
         self._table_location = digest.location
         return digest
 
-    def log_summary(self, before: dict[str, Any], done: str, *, changed: bool = True) -> None:
-        """End the task's log with one human line: what was done, and the table before -> after.
+    # -- the runner: one skeleton for every step ------------------------------------------------
+    def step(self, context: Context) -> Step:
+        """The step this operator runs, from its (coerced) parameters."""
+        raise NotImplementedError
 
-        ``changed=False`` (a dry run, nothing to do) reports ``before`` as it is, without reading
-        the table again.
-        """
-        after = before
-        if changed:
-            after = self.read_digest().state()
-        self._table_states = (before, after)
-        self.log.info("%s", describe_change(self.table_identifier.dotted, before, after, done))
+    def execute(self, context: Context) -> Any:
+        self.coerce_rendered_fields()
+        return self.run_step(self.step(context), context)
+
+    def run_step(self, step: Step, context: Context) -> Any:
+        """Prepare ``step`` (no JVM), run its job while the lease is renewed, finish it, end the log
+        with the table before -> after, and keep the result for the asset event and lineage."""
+        prepared = step.prepare(self, airflow_run(context))
+        try:
+            outcome = run_prepared(step, prepared, self.run_job)
+        except StepFailed as failure:
+            context["ti"].xcom_push(key=PARTIAL_RESULT_XCOM_KEY, value=failure.partial_result.to_json())
+            raise
+        if outcome.summary is not None:
+            self._table_states = (prepared.before, summarize(self.log, self.lake_table, prepared.before, outcome))
+        self._result = outcome.result.to_json()
+        return self._result
 
     def post_execute(self, context: Any, result: Any = None) -> None:
         """After a run that changed the table, an event for its Asset carrying the step's figures."""

@@ -2,35 +2,23 @@
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.core.contracts import (
-    DEFAULT_QUARANTINE_DAYS,
-    CleanJobArgs,
-    CleanJobResult,
-    CleanResult,
-    ExpireResult,
-)
-from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
+from airflow_lake_provider.core.contracts import DEFAULT_QUARANTINE_DAYS
 from airflow_lake_provider.core.retention import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
-    MAIN_BRANCH,
-    CleanPolicy,
-    CleanSettings,
-    ExpirySettings,
-    effective_retention,
-    history_from_table,
-    resolve_clean_policy,
 )
-from airflow_lake_provider.core.snapshots import table_state
-from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator, airflow_run
+from airflow_lake_provider.operators.approval import passed_gate
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.steps.clean import CleanStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 __all__ = ["IcebergCleanPolicyOperator"]
 
@@ -128,92 +116,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.approved = approved
         self.require_approval = require_approval
 
-    def _read_history(self, policy: CleanPolicy) -> tuple[str, Any, dict[str, Any]]:
-        """The table's location, history and headline figures. Only KEEP_LATEST_FILE_VERSIONS needs
-        PyIceberg's table (it reads each snapshot's manifests); the others read the metadata lean,
-        so the worker's memory does not grow with the history."""
-        if policy is CleanPolicy.KEEP_LATEST_FILE_VERSIONS:
-            table = self.load_table()
-            return table.location(), history_from_table(table, with_changed_partitions=True), table_state(table)
-        digest = self.read_digest()
-        return digest.location, digest.history(), digest.state()
-
-    def execute(self, context: Any) -> dict[str, Any]:
-        self.coerce_rendered_fields()
-        gated = passed_gate(self, "clean")
-        now_ms = int(time.time() * 1000)
-        settings = CleanSettings.checked(
-            self.policy, self.retained, override_table_retention=self.override_table_retention,
-            orphan_older_than_hours=self.orphan_older_than_hours, force_orphan_floor=self.force_orphan_floor,
-        )
-        cutoff = settings.orphan_cutoff_ms(now_ms)
-        quarantine_days = checked_quarantine_days(self.quarantine_days)
-        protected = list(self.protected_snapshot_ids or ())
-        override = settings.override_table_retention
-        name = self.table_identifier.dotted
-        location, history, before = self._read_history(settings.policy)
-        quarantine = quarantine_root(location, name, self.quarantine_location)
-        decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
-                                        protected_ids=protected, override_table_retention=override)
-        self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
-                      "override_table_retention: the policy alone decides main's history" if override
-                      else "never under the table's own retention", decision.explain())
-        together = effective_retention(
-            history.retention, settings, self._expiry_settings(),
-            main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
-        )
-        self.log.info("%s", together)
-        if gated:
-            decision = keep_to_approval(self, decision, name, "clean")
-        removed_refs = sorted(decision.removed_refs)
-        if not decision.expire_ids and not removed_refs and cutoff is None:
-            self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)
-            self.log_summary(before, "nothing to clean", changed=False)
-            outcome = CleanJobResult(dry_run=self.dry_run, snapshot_id_after=history.current_snapshot_id)
-        else:
-            job_args = CleanJobArgs(
-                table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
-                refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
-                orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
-                quarantine_days=quarantine_days, quarantine_location=self.quarantine_location,
-                airflow_run=airflow_run(context),
-                approved_orphan_files=Approval.from_json(self.approved).orphan_files if gated else None,
-            ).validate()
-            outcome = CleanJobResult.from_json(self.run_job("clean", job_args.to_json()))
-            verb = "would remove" if self.dry_run else "removed"
-            snapshots = len(outcome.would_expire_snapshot_ids or outcome.expired_snapshot_ids)
-            self.log_summary(before, f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots "
-                             f"({settings.policy}) and {outcome.orphan_file_count} orphan files"
-                             f"{' (to quarantine)' if quarantine_days and outcome.orphan_file_count else ''}")
-            self._log_quarantine(outcome, quarantine, quarantine_days)
-        explained = decision.to_dict()
-        return CleanResult(
-            **outcome.to_json(), table=name, snapshot_id=history.current_snapshot_id, policy=str(self.policy),
-            retained=settings.retained, retention_source="override" if override else "table",
-            kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
-            planned_removals=list(decision.expire_ids), orphan_older_than_ms=cutoff,
-            effective_retention=together.to_dict(), quarantine_days=quarantine_days,
-        ).to_json()
-
-    def _log_quarantine(self, outcome: CleanJobResult, root: str, days: float) -> None:
-        """Say where the orphans went and how to bring them back, and what the purge removed."""
-        if outcome.quarantine_run:
-            self.log.info("%d orphan files moved to quarantine run %s (manifest %s), kept %g days. To put them back: "
-                          "IcebergRestoreQuarantineOperator(table=%r, quarantine_run=%r%s).",
-                          outcome.quarantined_file_count, outcome.quarantine_run, outcome.quarantine_manifest, days,
-                          self.table_identifier.dotted, outcome.quarantine_run,
-                          f", quarantine_location={self.quarantine_location!r}" if self.quarantine_location else "")
-            self.log.info("By hand: python -m airflow_lake_provider.operators.restore %s %s",
-                          self.table_identifier.dotted, outcome.quarantine_manifest)
-        if outcome.purged_runs:
-            self.log.info("%s %d quarantine runs past %g days under %s (%d files): %s.",
-                          "Would purge" if self.dry_run else "Purged", len(outcome.purged_runs), days, root,
-                          outcome.purged_file_count, ", ".join(outcome.purged_runs))
-
-    def _expiry_settings(self) -> ExpirySettings | None:
-        """What the expire step applied to main, read from its result (``None``: not given)."""
-        if self.expire_result is None:
-            return None
-        expire = ExpireResult.from_json(self.expire_result)
-        return ExpirySettings(expire.retention_source == "override", expire.retain_last, expire.max_snapshot_age_ms)
-
+    def step(self, context: Context) -> CleanStep:
+        gated = passed_gate(self, "clean")  # a gated step without an approval skips itself here
+        step = CleanStep.of(self, table=self.table, log=self.log)
+        return dataclasses.replace(step, approved=self.approved if gated else None)

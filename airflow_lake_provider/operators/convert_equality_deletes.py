@@ -3,24 +3,15 @@
 from __future__ import annotations
 
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.core.contracts import (
-    DEFAULT_COMMIT_RETRY,
-    ConvertEqualityDeletesJobArgs,
-    ConvertEqualityDeletesResult,
-)
-from airflow_lake_provider.core.snapshots import (
-    commits_tagged,
-    has_equality_deletes,
-    parent_of,
-    require_in_lineage,
-    summary_int,
-    table_state,
-)
-from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
-from airflow_lake_provider.operators.base import LakeMaintenanceOperator, run_properties
+from airflow_lake_provider.core.contracts import DEFAULT_COMMIT_RETRY
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.steps.convert_equality_deletes import ConvertEqualityDeletesStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
@@ -72,67 +63,5 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
         self.max_commit_attempts = max_commit_attempts
         self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        self.coerce_rendered_fields()
-        tags = run_properties(context)
-        name = self.table_identifier.dotted
-        job_args = ConvertEqualityDeletesJobArgs(
-            table=name, dry_run=self.dry_run, snapshot_properties=tags,
-            max_attempts=self.max_commit_attempts, retry_backoff_seconds=self.commit_retry_backoff_seconds,
-        ).validate()
-        table = self.load_table()
-        given = self.snapshot_id or []
-        for snapshot_id in given[-1:]:  # a step result names its last snapshot last
-            require_in_lineage(table, snapshot_id, table_name=name, role="given")
-        before = table_state(table)
-        current = table.current_snapshot()
-        version = int(table.metadata.format_version)
-
-        earlier = [s for s in commits_tagged(table, tags, after=given[-1] if given else None)
-                   if CONVERT_ID_PROPERTY in (s.summary or {})]
-        if earlier and not self.dry_run:
-            self.log.info("Found this task's own commit from an earlier try (%s): not converting again.",
-                          [s.snapshot_id for s in earlier])
-            self.log_summary(before, f"an earlier try already committed {[s.snapshot_id for s in earlier]}",
-                             changed=False)
-            return self._recovered(name, table, version, earlier).to_json()
-
-        if current is None or not has_equality_deletes(table, current):
-            self.log.info("%s has no equality deletes in its current snapshot: nothing to convert.", name)
-            self.log_summary(before, "no equality deletes, nothing to convert", changed=False)
-            return ConvertEqualityDeletesResult.unchanged(
-                name, version, current.snapshot_id if current is not None else None, dry_run=self.dry_run).to_json()
-
-        result = ConvertEqualityDeletesResult.from_json(self.run_job("convert_equality_deletes", job_args.to_json()))
-        kind = "deletion vectors" if version >= 3 else "position delete files"
-        conflicts = [a for a in result.attempts if a["outcome"] == "conflict"]
-        if conflicts:
-            self.log.warning("The conversion met concurrent commits and planned again: %s", conflicts)
-        done = (
-            f"{'dry run: would convert' if self.dry_run else 'converted'} {result.converted_equality_delete_files:,} "
-            f"equality delete files ({result.equality_delete_records:,} keys) applying to "
-            f"{result.affected_data_files:,} data files into {result.added_delete_files:,} {kind} deleting "
-            f"{result.deleted_rows:,} rows"
-        )
-        self.log.info("%s; commits %s; snapshot %s -> %s.", done, result.committed_snapshot_ids,
-                      result.snapshot_id_before, result.snapshot_id_after)
-        self.log_summary(before, done, changed=bool(result.committed_snapshot_ids))
-        return result.to_json()
-
-    @staticmethod
-    def _recovered(name: str, table, version: int, commits: list[Any]) -> ConvertEqualityDeletesResult:
-        """The earlier try's result, rebuilt from its commits' summaries (no JVM)."""
-        first, last = commits[0], commits[-1]
-        added = "added-dvs" if version >= 3 else "added-position-delete-files"
-        replaced = "removed-dvs" if version >= 3 else "removed-position-delete-files"
-        parent = parent_of(table, first)
-        return ConvertEqualityDeletesResult.unchanged(name, version, parent.snapshot_id if parent else None).replace(
-            committed_snapshot_ids=[s.snapshot_id for s in commits],
-            snapshot_id_after=last.snapshot_id,
-            converted_equality_delete_files=sum(summary_int(s, "removed-equality-delete-files") for s in commits),
-            equality_delete_records=sum(summary_int(s, "removed-equality-deletes") for s in commits),
-            added_delete_files=sum(summary_int(s, added) for s in commits),
-            replaced_delete_files=sum(summary_int(s, replaced) for s in commits),
-            deleted_rows=sum(summary_int(s, "added-position-deletes") for s in commits),
-            recovered_from_earlier_try=True,
-        )
+    def step(self, context: Context) -> ConvertEqualityDeletesStep:
+        return ConvertEqualityDeletesStep.of(self, table=self.table, log=self.log)

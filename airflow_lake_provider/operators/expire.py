@@ -2,24 +2,18 @@
 
 from __future__ import annotations
 
-import time
+import dataclasses
 from collections.abc import Sequence
 from datetime import date, timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.core.contracts import (
-    ExpireJobArgs,
-    ExpireResult,
-    ExpiryOutcome,
-)
-from airflow_lake_provider.core.retention import (
-    ExpirySettings,
-    parse_older_than,
-    resolve_expiry,
-)
-from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
+from airflow_lake_provider.operators.approval import passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.steps.expire import ExpireStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
@@ -86,50 +80,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.approved = approved
         self.require_approval = require_approval
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        self.coerce_rendered_fields()
-        gated = passed_gate(self, "expire")
-        now_ms = int(time.time() * 1000)
-        cutoff = parse_older_than(self.older_than, now_ms=now_ms)
-        settings = ExpirySettings.requested(self.override_table_retention, older_than_ms=cutoff,
-                                            retain_last=self.retain_last, now_ms=now_ms)
-        digest = self.read_digest()
-        name = self.table_identifier.dotted
-        history = digest.history()
-        decision = resolve_expiry(
-            history, now_ms=now_ms, override_table_retention=settings.override_table_retention,
-            older_than_ms=cutoff, retain_last=settings.retain_last,
-            snapshot_ids=self.snapshot_ids or (), protected_ids=self.protected_snapshot_ids or (),
-        )
-        override = settings.override_table_retention
-        self.log.info("Retention of %s (%s):\n%s", name,
-                      "override_table_retention: the values given replace the table's rules for main" if override
-                      else "the table's own settings", decision.explain())
-        if gated:
-            decision = keep_to_approval(self, decision, name, "expire")
-        before = digest.state()
-        current_id = history.current_snapshot_id
-        removed_refs = sorted(decision.removed_refs)
-        if self.dry_run or not (decision.expire_ids or removed_refs):
-            self.log.info("%s %d snapshots of %s: %s; refs: %s", "Would expire" if self.dry_run else "Nothing to expire;",
-                          len(decision.expire_ids), name, list(decision.expire_ids), removed_refs)
-            self.log_summary(before, f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run
-                             else "nothing to expire", changed=False)
-            outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,
-                                    snapshot_id_after=current_id)
-        else:
-            job_args = ExpireJobArgs(
-                table=name, snapshot_ids=list(decision.expire_ids), protected_ids=list(self.protected_snapshot_ids or ()),
-                refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
-            ).validate()
-            outcome = ExpiryOutcome.from_json(self.run_job("expire", job_args.to_json()))
-            self.log.info("Expired %d snapshots of %s, removed refs %s; deleted files: %s.",
-                          len(outcome.expired_snapshot_ids), name, outcome.removed_refs, outcome.deleted_files)
-            self.log_summary(before, f"expired {len(outcome.expired_snapshot_ids)} snapshots, deleted "
-                             f"{outcome.deleted_file_count} files no live snapshot needs")
-        explained = decision.to_dict()
-        return ExpireResult(
-            **outcome.to_json(), table=name, snapshot_id=current_id, retention_source="override" if override else "table",
-            kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
-            dry_run=self.dry_run, retain_last=settings.retain_last, max_snapshot_age_ms=settings.max_snapshot_age_ms,
-        ).to_json()
+    def step(self, context: Context) -> ExpireStep:
+        gated = passed_gate(self, "expire")  # a gated step without an approval skips itself here
+        step = ExpireStep.of(self, table=self.table, log=self.log)
+        return dataclasses.replace(step, approved=self.approved if gated else None)

@@ -4,8 +4,10 @@ that need it in one Spark application.
 A fleet of small tables pays per table for what does not depend on the table: an Airflow task
 (a process, its imports, its database rows) and, for the heavy steps, a JVM start (5-7 s on 2
 cores) that can cost more than the compaction itself. These operators keep every table's checks
-exactly as the single-table operators make them (they use those operators, one per table, for
-everything but the submit) and share what is shared: one task, and one ``batch`` application.
+exactly as the single-table operators make them (they run the same steps,
+:class:`~airflow_lake_provider.steps.plan.PlanStep` and
+:class:`~airflow_lake_provider.steps.rewrite.RewriteStep`, one per table) and share what is
+shared: one task, and one ``batch`` application.
 
 A table that fails does not stop the others: each operator finishes the fleet, returns (pushes)
 the results of the tables that succeeded, then fails naming the ones that did not, so the run
@@ -14,18 +16,25 @@ is not green while every other table was still maintained.
 
 from __future__ import annotations
 
+import dataclasses
 import socket
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lake_provider.core.contracts import BatchJobArgs, BatchJobItem, BatchJobResult, RewriteResult
+from airflow_lake_provider.core.contracts import RewriteResult
+from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.job_registry import batch_of
 from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.base import LakeSparkOperator, airflow_run
-from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
-from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, run_prepared, summarize
+from airflow_lake_provider.steps.base import Outcome, Prepared
+from airflow_lake_provider.steps.plan import PlanStep
+from airflow_lake_provider.steps.rewrite import RewriteStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 #: The XCom key where a fleet step lists the tables it could not maintain, with why.
 FAILURES_XCOM_KEY = "failures"
@@ -34,16 +43,12 @@ BUSY_XCOM_KEY = "busy"
 
 
 class _FleetStep(LakeSparkOperator):
-    """What both fleet steps share: one single-table operator per table, failures collected."""
+    """What both fleet steps share: one step per table, failures collected."""
 
-    def table_operator(self, cls: type, table: str, settings: dict[str, Any] | None, **fixed: Any):
-        """The single-table operator this step uses for ``table``: same connections and Spark settings."""
-        operator = cls(task_id=self.task_id, table=table, **self.spark_settings(), **(settings or {}), **fixed)
-        operator.coerce_rendered_fields()
-        operator._context = self._context
-        return operator
+    def lake_table(self, table: str) -> LakeTable:
+        return LakeTable(self.lake_hook, TableIdentifier.parse(table))
 
-    def end(self, context: Any, results: list[dict[str, Any]], failures: dict[str, str]) -> list[dict[str, Any]]:
+    def end(self, context: Context, results: list[dict[str, Any]], failures: dict[str, str]) -> list[dict[str, Any]]:
         """Return the results; with failures, push them (the downstream still gets the rest) and fail."""
         context["ti"].xcom_push(key=FAILURES_XCOM_KEY, value=failures)
         if not failures:
@@ -77,14 +82,17 @@ class IcebergFleetPlanOperator(_FleetStep):
         self.tables = tables
         self.plan_settings = plan_settings
 
-    def execute(self, context: Any) -> list[dict[str, Any]]:
+    def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
         plans, failures = [], {}
+        run = airflow_run(context)
+        interval = (context.get("data_interval_start"), context.get("data_interval_end"))
         for table in dict.fromkeys(self.tables):
             try:
-                operator = self.table_operator(IcebergRewritePlanOperator, table, self.plan_settings,
-                                               skip_rewrite_when_empty=False)
-                plans.append(operator.make_plan(context).to_json())
+                step = PlanStep.build(table=table, log=self.log, **(self.plan_settings or {}))
+                step = dataclasses.replace(step, data_interval=interval)
+                prepared = step.prepare(self.lake_table(table), run)
+                plans.append(run_prepared(step, prepared, self.run_job).result.to_json())
             except LakePlanRefused as refusal:
                 failures[table] = f"plan refused: {refusal}"
             except Exception as error:  # noqa: BLE001 - one table's failure is reported, the others planned
@@ -148,7 +156,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.lease_ttl_seconds = lease_ttl_seconds
         self.lease_holder = lease_holder
         self.release_leases = release_leases
-        self._rewritten: list[tuple[IcebergRewriteDataFilesOperator, dict[str, Any]]] = []
+        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # table, before, after, result
         self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
 
@@ -167,18 +175,19 @@ class IcebergFleetRewriteOperator(_FleetStep):
         for table in list(self._leases):
             self._release(table)
 
-    def execute(self, context: Any) -> list[dict[str, Any]]:
+    def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
         settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
         ti = context["ti"]
-        holder = airflow_run(context).lease_holder(self.lease_holder or socket.gethostname())
+        run = airflow_run(context)
+        holder = run.lease_holder(self.lease_holder or socket.gethostname())
         leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
         busy: dict[str, str] = {}
-        ready = []
+        ready: list[tuple[RewriteStep, Prepared]] = []
         plans = [item.get("plan", item) for item in self.work]  # {"table", "plan"} items, or plain plans
-        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(self.work, plans)]
+        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(self.work, plans, strict=True)]
         try:
             for table, plan in work:
                 if not plan.get("groups"):
@@ -190,19 +199,19 @@ class IcebergFleetRewriteOperator(_FleetStep):
                         busy[table] = decision.sentence
                         continue
                     self._leases[table] = lease
-                    operator = self.table_operator(IcebergRewriteDataFilesOperator, table, self.rewrite_settings,
-                                                   plan=plan, require_plan=True)
-                    prepared = operator.prepare(context)
+                    step = RewriteStep.build(table=table, log=self.log, **(self.rewrite_settings or {}))
+                    step = dataclasses.replace(step, plan=plan, require_plan=True)
+                    prepared = step.prepare(self.lake_table(table), run)
                 except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
                     failures[table] = f"{type(error).__name__}: {error}"
                     self._release(table)
                     continue
                 if prepared.done is not None:
-                    results[table] = self._keep(operator, prepared.done)
+                    results[table] = self._keep(step, prepared, prepared.done)
                 else:
-                    ready.append((table, operator, prepared))
+                    ready.append((step, prepared))
             if ready:
-                self._run_batch(context, ready, results, failures)
+                self._run_batch(ready, results, failures)
         except BaseException:
             self._release_all()  # the run stops here: nothing downstream will release them
             raise
@@ -213,34 +222,32 @@ class IcebergFleetRewriteOperator(_FleetStep):
                      for table, _ in work if table in results]
         return self.end(context, compacted, failures)
 
-    def _run_batch(self, context: Any, ready: list, results: dict[str, dict[str, Any]],
+    def _run_batch(self, ready: list[tuple[RewriteStep, Prepared]], results: dict[str, dict[str, Any]],
                    failures: dict[str, str]) -> None:
-        """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's operator."""
-        batch = BatchJobArgs(jobs=[BatchJobItem(job="rewrite", args=prepared.args.to_json())
-                                   for _, _, prepared in ready]).validate()
+        """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's step."""
+        batch = batch_of([prepared.args for _, prepared in ready])
         self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
-                      ", ".join(table for table, _, _ in ready))
-        outcomes = BatchJobResult.from_json(self.run_job("batch", batch.to_json())).outcomes
-        for (table, operator, prepared), outcome in zip(ready, outcomes, strict=True):
+                      ", ".join(step.dotted for step, _ in ready))
+        outcomes = self.run_job(batch).outcomes
+        for (step, prepared), outcome in zip(ready, outcomes, strict=True):
             try:
                 if outcome.failed:
                     raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
-                results[table] = self._keep(
-                    operator, operator.finish(context, prepared, RewriteResult.from_json(outcome.result)))
+                finished = run_prepared(step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result))
+                results[step.table] = self._keep(step, prepared, finished)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
-                failures[table] = str(error)
-                self._release(table)
+                failures[step.table] = str(error)
+                self._release(step.table)
 
-    def _keep(self, operator: IcebergRewriteDataFilesOperator, result: RewriteResult) -> dict[str, Any]:
-        data = result.to_json()
-        operator._result = data
-        self._rewritten.append((operator, data))
+    def _keep(self, step: RewriteStep, prepared: Prepared, outcome: Outcome) -> dict[str, Any]:
+        """The table's result, with its before -> after line logged and kept for its asset event."""
+        data = outcome.result.to_json()
+        after = summarize(self.log, self.lake_table(step.table), prepared.before, outcome)
+        self._changed.append((step.dotted, prepared.before, after, data))
         return data
 
-    def post_execute(self, context: Any, result: Any = None) -> None:
+    def post_execute(self, context: Context, result: Any = None) -> None:
         """An asset event for each table the run changed, as the single-table rewrite emits."""
         super().post_execute(context, result)
-        for operator, data in self._rewritten:
-            if operator._table_states is not None:
-                announce_table_change(context, self.lake_hook, "rewrite", operator.table_identifier.dotted,
-                                      *operator._table_states, data, self.log)
+        for table, before, after, data in self._changed:
+            announce_table_change(context, self.lake_hook, "rewrite", table, before, after, data, self.log)

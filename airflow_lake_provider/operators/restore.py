@@ -13,12 +13,13 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from airflow_lake_provider.core.contracts import RestoreQuarantineJobArgs, RestoreQuarantineResult
-from airflow_lake_provider.core.quarantine import quarantine_root, run_reference
-from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.steps.restore import RestoreQuarantineStep
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 
 class IcebergRestoreQuarantineOperator(LakeMaintenanceOperator):
@@ -49,24 +50,8 @@ class IcebergRestoreQuarantineOperator(LakeMaintenanceOperator):
         self.quarantine_run = quarantine_run
         self.quarantine_location = quarantine_location
 
-    def execute(self, context: Any) -> dict[str, Any]:
-        self.coerce_rendered_fields()
-        name = self.table_identifier.dotted
-        args = RestoreQuarantineJobArgs(table=name, quarantine_run=self.quarantine_run,
-                                        quarantine_location=self.quarantine_location).validate()
-        table = self.load_table()
-        if self.quarantine_run is None or run_reference(self.quarantine_run)[1] is None:
-            quarantine_root(table.location(), name, self.quarantine_location)  # a bad location, before any JVM
-        before = table_state(table)
-        result = RestoreQuarantineResult.from_json(self.run_job("restore_quarantine", args.to_json()))
-        if args.quarantine_run is None:
-            self.log.info("Quarantine runs of %s: %s", name, json.dumps(result.runs, indent=1) if result.runs else "none")
-        else:
-            for path, reason in result.skipped.items():
-                self.log.warning("Not restored: %s: %s.", path, reason)
-            self.log_summary(before, f"restored {result.restored_count} files of quarantine run "
-                             f"{result.quarantine_run} ({result.skipped_count} skipped)", changed=False)
-        return result.to_json()
+    def step(self, context: Context) -> RestoreQuarantineStep:
+        return RestoreQuarantineStep.of(self, table=self.table, log=self.log)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

@@ -11,9 +11,10 @@ with DAG("lake_secret_probe", schedule=None, start_date=pendulum.datetime(2026, 
     def count_rows(table: str) -> dict:
         from airflow_lake_provider.hooks.lake import IcebergLakeHook
         from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+        from airflow_lake_provider.core.contracts import SqlJobArgs
 
         hook = IcebergLakeHook("lake_secret_probe")
-        result = LakeSparkJobHook(lake_hook=hook).run_job("sql", {"statements": [f"SELECT count(*) AS n FROM {table}"]})
-        return {"rows": result["rows"], "catalog": hook.config.describe()}
+        result = LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[f"SELECT count(*) AS n FROM {table}"]))
+        return {"rows": result.rows, "catalog": hook.config.describe()}
 
     count_rows("{{ dag_run.conf['table'] }}")

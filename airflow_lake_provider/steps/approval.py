@@ -1,0 +1,35 @@
+"""The deleting steps' side of the approval gate: remove only what a person approved."""
+
+from __future__ import annotations
+
+import dataclasses
+import logging
+from collections.abc import Mapping
+from typing import Any
+
+from airflow_lake_provider.core.approval import Approval
+from airflow_lake_provider.core.retention import RetentionDecision
+
+
+def keep_to_approval(approved: Mapping[str, Any], decision: RetentionDecision, table: str, step: str,
+                     log: logging.Logger) -> RetentionDecision:
+    """``decision`` cut down to the snapshots ``approved`` (the gate's result) names.
+
+    Why the approved part and not a refusal when the fresh decision adds snapshots: a person may
+    take hours to answer, and on a table with age-based retention more snapshots come of age
+    meanwhile; refusing would fail every slow approval. Expiring a subset of the approved
+    snapshots deletes a subset of the files shown (the snapshots that stay only hold more), so
+    nothing that was not approved is deleted. The rest is left, named in the log, for the next run.
+    """
+    approval = Approval.from_json(approved)
+    kept, left = approval.keep_to(table, step, decision.expire_ids)
+    if left:
+        log.warning("Not in the approval by %s, kept for the next run to decide: snapshots %s of %s.",
+                    approval.approved_by, left, table)
+    log.info("Approved by %s (digest %s): removing %d of the %d approved snapshots.", approval.approved_by,
+             approval.digest, len(kept), len(approval.snapshot_ids))
+    reasons = dict(decision.reasons)
+    for sid in left:
+        reasons[sid] = "kept: not in the approval given for this run (the next run decides again)"
+    return dataclasses.replace(decision, expire_ids=tuple(kept), kept_ids=(*decision.kept_ids, *left),
+                               reasons=reasons)
