@@ -24,7 +24,7 @@ from airflow_lake_provider.core.approval import (
     live_totals,
 )
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.retention import RetentionDecision
+from airflow_lake_provider.core.retention_decision import RetentionDecision
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 

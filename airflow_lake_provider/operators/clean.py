@@ -7,6 +7,7 @@ from collections.abc import Sequence
 from typing import Any
 
 from airflow_lake_provider.core.approval import Approval
+from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
@@ -15,18 +16,16 @@ from airflow_lake_provider.core.contracts import (
     CleanResult,
     ExpireResult,
 )
+from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
-from airflow_lake_provider.core.retention import (
+from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
-    MAIN_BRANCH,
     CleanPolicy,
     CleanSettings,
     ExpirySettings,
     effective_retention,
-    history_from_table,
-    resolve_clean_policy,
 )
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
@@ -60,7 +59,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     ``dry_run=True`` returns exactly what would be removed and removes nothing.
 
     Expire and clean stay two tasks; what the two together keep is stated once
-    (:func:`~airflow_lake_provider.core.retention.effective_retention`), in the log and in the
+    (:func:`~airflow_lake_provider.core.retention_settings.effective_retention`), in the log and in the
     result's ``effective_retention``, from this step's settings, the table's retention and the
     expire step's settings (``expire_result``). Returns
     :class:`~airflow_lake_provider.core.contracts.CleanResult` as JSON (schema: ``docs/operators/clean.md``).
@@ -153,8 +152,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         name = self.table_identifier.dotted
         location, history, before = self._read_history(settings.policy)
         quarantine = quarantine_root(location, name, self.quarantine_location)
-        decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
-                                        protected_ids=protected, override_table_retention=override)
+        decision = resolve_clean_policy(history, settings, now_ms=now_ms, protected_ids=protected)
         self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
                       "override_table_retention: the policy alone decides main's history" if override
                       else "never under the table's own retention", decision.explain())

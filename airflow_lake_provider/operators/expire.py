@@ -7,17 +7,14 @@ from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import Any
 
-from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import (
     ExpireJobArgs,
     ExpireResult,
     ExpiryOutcome,
 )
-from airflow_lake_provider.core.retention import (
-    ExpirySettings,
-    parse_older_than,
-    resolve_expiry,
-)
+from airflow_lake_provider.core.retention_decision import resolve_expiry
+from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.operators.approval import keep_to_approval, passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
@@ -97,8 +94,7 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         name = self.table_identifier.dotted
         history = digest.history()
         decision = resolve_expiry(
-            history, now_ms=now_ms, override_table_retention=settings.override_table_retention,
-            older_than_ms=cutoff, retain_last=settings.retain_last,
+            history, settings, now_ms=now_ms,
             snapshot_ids=self.snapshot_ids or (), protected_ids=self.protected_snapshot_ids or (),
         )
         override = settings.override_table_retention
