@@ -14,7 +14,7 @@ import pendulum
 from airflow.sdk import DAG, Param, task
 
 from airflow_lake_provider.core.lease import DEFAULT_WAIT_TIMEOUT_SECONDS, ON_BUSY_MODES
-from airflow_lake_provider.core.retention import (
+from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,

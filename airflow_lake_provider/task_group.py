@@ -20,7 +20,7 @@ from typing import Any
 from airflow.sdk import TaskGroup
 
 from airflow_lake_provider.core.approval import DeletionThreshold
-from airflow_lake_provider.core.retention import DEFAULT_ORPHAN_OLDER_THAN_HOURS
+from airflow_lake_provider.core.retention_settings import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator

@@ -202,7 +202,7 @@ def assert_lean_digest_matches(hook, name: str):
     model says about the table: the same history, refs, retention, figures and location; and it
     was read directly, not through the full model. Returns the digest."""
     from airflow_lake_provider.core.identifiers import TableIdentifier
-    from airflow_lake_provider.core.retention import history_from_table
+    from airflow_lake_provider.core.history import history_from_table
     from airflow_lake_provider.core.snapshots import table_state
     from airflow_lake_provider.hooks.lake import _read_digest_directly
 

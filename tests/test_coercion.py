@@ -2,9 +2,11 @@
 
 from __future__ import annotations
 
+from datetime import datetime, timedelta, timezone
+
 import pytest
 
-from airflow_lake_provider.core.coercion import SnapshotIds, coerce, snapshot_ids
+from airflow_lake_provider.core.coercion import SnapshotIds, coerce, parse_older_than, snapshot_ids
 from airflow_lake_provider.exceptions import LakeConfigError
 
 
@@ -115,3 +117,64 @@ def test_an_operator_coerces_its_rendered_fields_by_its_annotations():
     assert op.sort_order is None
     assert op.spark_conf == {"spark.sql.shuffle.partitions": "4"}
     assert op.table == "db.t"
+
+
+# ---------------------------------------------------------------- parse_older_than
+
+H = 3_600_000
+NOW = int(datetime(2026, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
+
+
+@pytest.mark.parametrize(
+    ("value", "expected"),
+    [
+        ("7d", NOW - 7 * 24 * H),
+        ("36h", NOW - 36 * H),
+        (" 90M ", NOW - 90 * 60_000),
+        ("30s", NOW - 30_000),
+        ("2w", NOW - 14 * 24 * H),
+        ("1.5h", NOW - int(1.5 * H)),
+        ("0m", NOW),
+        ("P3D", NOW - 72 * H),
+        ("PT36H", NOW - 36 * H),
+        ("P1DT12H", NOW - 36 * H),
+        ("pt90m", NOW - 90 * 60_000),
+        ("2026-01-01T00:00:00+00:00", 1767225600000),
+        ("2026-01-01T00:00:00", 1767225600000),
+        ("2026-01-01T00:00:00Z", 1767225600000),
+        ("2026-01-01T01:00:00+01:00", 1767225600000),
+        ("2026-01-01", 1767225600000),
+        (1767225600000, 1767225600000),
+        ("1767225600000", 1767225600000),
+        (datetime(2026, 1, 1), 1767225600000),
+        (datetime(2026, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))), 1767225600000),
+        (timedelta(hours=2), NOW - 2 * H),
+        (None, None),
+        ("", None),
+        ("  ", None),
+        ("None", None),
+    ],
+)
+def test_parse_older_than(value: object, expected: int | None) -> None:
+    assert parse_older_than(value, now_ms=NOW) == expected
+
+
+@pytest.mark.parametrize(
+    ("value", "match"),
+    [
+        ("7 fortnights", "accepted: a duration"),
+        ("yesterday", "accepted: a duration"),
+        ("P1M", "years and months have no fixed length"),
+        ("P1Y", "years and months have no fixed length"),
+        ("P", "not understood"),
+        ("-7d", "not understood"),
+        (True, "not understood"),
+        ([7], "not understood"),
+        (7, "not epoch milliseconds"),
+        ("1767225600", "not epoch milliseconds"),  # epoch seconds
+        ("2099-01-01T00:00:00Z", "in the future"),
+    ],
+)
+def test_parse_older_than_errors(value: object, match: str) -> None:
+    with pytest.raises(LakeConfigError, match=match):
+        parse_older_than(value, now_ms=NOW)

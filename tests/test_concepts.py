@@ -21,7 +21,7 @@ from airflow_lake_provider.core.planning import (
     plan_table,
     table_file_sizes,
 )
-from airflow_lake_provider.core.retention import SnapshotInfo, TableHistory, _partition_key
+from airflow_lake_provider.core.history import SnapshotInfo, TableHistory, _partition_key
 from airflow_lake_provider.core.snapshots import walk_lineage
 from test_sensors import TARGET, append_small_files, healthy_table
 

@@ -15,6 +15,7 @@ from datetime import datetime, timezone
 
 import pytest
 
+from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
     CleanJobArgs,
@@ -27,7 +28,9 @@ from airflow_lake_provider.core.contracts import (
     ExpireResult,
     ExpiryOutcome,
 )
-from airflow_lake_provider.core.retention import (
+from airflow_lake_provider.core.history import SnapshotInfo, SnapshotRef, TableHistory
+from airflow_lake_provider.core.retention_decision import resolve_expiry
+from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
@@ -35,14 +38,9 @@ from airflow_lake_provider.core.retention import (
     CleanPolicy,
     CleanSettings,
     ExpirySettings,
-    SnapshotInfo,
-    SnapshotRef,
-    TableHistory,
-    TableRetention,
     effective_retention,
-    resolve_clean_policy,
-    resolve_expiry,
 )
+from airflow_lake_provider.core.table_retention import TableRetention
 from airflow_lake_provider.exceptions import LakeConfigError
 
 H = 3_600_000
@@ -229,13 +227,9 @@ def _history(properties: dict[str, str] = TABLE) -> TableHistory:
 def _expire_then_clean(expiry: ExpirySettings, clean: CleanSettings) -> list[int]:
     """The snapshots left after the expire step's decision and then the clean step's, as the operators take them."""
     history = _history()
-    expired = resolve_expiry(history, now_ms=NOW, override_table_retention=expiry.override_table_retention,
-                             retain_last=expiry.retain_last,
-                             older_than_ms=None if expiry.max_snapshot_age_ms is None else NOW - expiry.max_snapshot_age_ms,
-                             protected_ids=PROTECTED).expire_ids
+    expired = resolve_expiry(history, expiry, now_ms=NOW, protected_ids=PROTECTED).expire_ids
     left = replace(history, snapshots=tuple(s for s in history.snapshots if s.snapshot_id not in expired))
-    cleaned = resolve_clean_policy(left, clean.policy, clean.retained, now_ms=NOW, protected_ids=PROTECTED,
-                                   override_table_retention=clean.override_table_retention).expire_ids
+    cleaned = resolve_clean_policy(left, clean, now_ms=NOW, protected_ids=PROTECTED).expire_ids
     return [s.snapshot_id for s in left.snapshots if s.snapshot_id not in cleaned]
 
 

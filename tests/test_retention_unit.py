@@ -15,23 +15,16 @@ from __future__ import annotations
 
 import json
 import re
-from datetime import datetime, timedelta, timezone
+from datetime import datetime, timezone
 
 import pytest
 
+from airflow_lake_provider.core.clean_policy import resolve_clean_policy
+from airflow_lake_provider.core.history import SnapshotInfo, SnapshotRef, TableHistory, history_from_table
+from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
+from airflow_lake_provider.core.retention_settings import CleanPolicy, CleanSettings, ExpirySettings
+from airflow_lake_provider.core.table_retention import TableRetention
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
-from airflow_lake_provider.core.retention import (
-    CleanPolicy,
-    RetentionDecision,
-    SnapshotInfo,
-    SnapshotRef,
-    TableHistory,
-    TableRetention,
-    history_from_table,
-    parse_older_than,
-    resolve_clean_policy,
-    resolve_expiry,
-)
 
 H = 3_600_000
 NOW = int(datetime(2026, 3, 1, tzinfo=timezone.utc).timestamp() * 1000)
@@ -80,6 +73,11 @@ def history() -> TableHistory:
     )
 
 
+def policy_alone(policy: CleanPolicy | str, retained: object) -> CleanSettings:
+    """Clean settings, checked as the operator checks them, that let the policy alone decide main's history."""
+    return CleanSettings.checked(policy, retained, override_table_retention=True)
+
+
 def check(decision: RetentionDecision, history: TableHistory, expired: list[int]) -> None:
     """Exact expiry list (timestamp order), kept = the rest, a reason for every snapshot."""
     assert list(decision.expire_ids) == expired
@@ -114,7 +112,7 @@ def test_ancestry_stops_at_expired_parent() -> None:
 
 
 def test_keep_latest_commits(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_COMMITS, 3, now_ms=NOW, override_table_retention=True, protected_ids=PROTECTED)
+    d = resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, 3), now_ms=NOW, protected_ids=PROTECTED)
     # Main beyond the last 3 (108, 107, 106): 105, 104 go, 103..101 are held by the branch/tag.
     # Rolled-back 150 is older than the oldest kept commit (106): gone; staged 170 is newer: kept.
     check(d, history, [104, 150, 105])
@@ -124,13 +122,13 @@ def test_keep_latest_commits(history: TableHistory) -> None:
 
 
 def test_keep_latest_commits_one_without_protection(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, "keep_latest_commits", 1, now_ms=NOW, override_table_retention=True)  # names are case-insensitive
+    d = resolve_clean_policy(history, policy_alone("keep_latest_commits", 1), now_ms=NOW)  # names are case-insensitive
     assert list(d.expire_ids) == [104, 150, 105, 106, 107]
     assert 170 in d.kept_ids and d.reasons[108].startswith("kept: current snapshot; clean policy")
 
 
 def test_keep_latest_file_versions(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, "KEEP_LATEST_FILE_VERSIONS", 1, now_ms=NOW, override_table_retention=True, protected_ids=PROTECTED)
+    d = resolve_clean_policy(history, policy_alone("KEEP_LATEST_FILE_VERSIONS", 1), now_ms=NOW, protected_ids=PROTECTED)
     # Latest writer of a: 108 (current); of b: 105; of c: 104. 107 rewrote a, superseded by 108: gone,
     # though recent. 106 also wrote a but is protected. Off main: 150 (older than current) goes,
     # staged 170 (newer than current) stays.
@@ -140,7 +138,7 @@ def test_keep_latest_file_versions(history: TableHistory) -> None:
 
 
 def test_keep_latest_file_versions_two(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 2, now_ms=NOW, override_table_retention=True)
+    d = resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 2), now_ms=NOW)
     # a: 108, 107 kept; 106 is a's third version (unprotected now): gone. b: 105 (and 102 tagged); c: 104.
     assert list(d.expire_ids) == [150, 106]
     assert d.reasons[107].startswith("kept: clean policy KEEP_LATEST_FILE_VERSIONS=2: latest 2 version(s)")
@@ -153,11 +151,11 @@ def test_keep_latest_file_versions_needs_partitions(history: TableHistory) -> No
         history.current_snapshot_id,
     )
     with pytest.raises(LakeConfigError, match="with_changed_partitions=True"):
-        resolve_clean_policy(bare, CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1, now_ms=NOW, override_table_retention=True)
+        resolve_clean_policy(bare, policy_alone(CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1), now_ms=NOW)
 
 
 def test_keep_latest_by_hours(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_BY_HOURS, 45, now_ms=NOW, override_table_retention=True, protected_ids=PROTECTED)
+    d = resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_BY_HOURS, 45), now_ms=NOW, protected_ids=PROTECTED)
     # Window opens 45h ago: 108, 107, 106 inside; 105 (60h) was current when it opened: kept.
     # 104 and rolled-back 150 are older than the window: gone.
     check(d, history, [104, 150])
@@ -166,7 +164,7 @@ def test_keep_latest_by_hours(history: TableHistory) -> None:
 
 
 def test_keep_latest_by_hours_short_window(history: TableHistory) -> None:
-    d = resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_BY_HOURS, 1, now_ms=NOW, override_table_retention=True, protected_ids=PROTECTED)
+    d = resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_BY_HOURS, 1), now_ms=NOW, protected_ids=PROTECTED)
     # Nothing committed in the last hour: 108 was current when the window opened (and is current).
     # The staged 170 (5h) is older than the window, so it goes too.
     check(d, history, [104, 150, 105, 107, 170])
@@ -174,19 +172,19 @@ def test_keep_latest_by_hours_short_window(history: TableHistory) -> None:
 
 def test_keep_latest_by_hours_boundary_is_inside() -> None:
     h = TableHistory((snap(1, None, 30), snap(2, 1, 20), snap(3, 2, 10)), (), current_snapshot_id=3)
-    d = resolve_clean_policy(h, CleanPolicy.KEEP_LATEST_BY_HOURS, 20, now_ms=NOW, override_table_retention=True)
+    d = resolve_clean_policy(h, policy_alone(CleanPolicy.KEEP_LATEST_BY_HOURS, 20), now_ms=NOW)
     # 2 is exactly at the window start: inside; so 1 is the snapshot current when it opened.
     assert d.expire_ids == () and d.reasons[1].startswith("kept: clean policy KEEP_LATEST_BY_HOURS=20: current when")
 
 
 def test_policy_and_retained_errors(history: TableHistory) -> None:
     with pytest.raises(LakeConfigError, match="KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS"):
-        resolve_clean_policy(history, "KEEP_NEWEST", 3, now_ms=NOW, override_table_retention=True)
+        resolve_clean_policy(history, policy_alone("KEEP_NEWEST", 3), now_ms=NOW)
     for bad in (0, -1, True, 1.5, None, "x"):
         with pytest.raises(LakeConfigError, match="retained must be an integer >= 1"):
-            resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_COMMITS, bad, now_ms=NOW, override_table_retention=True)
+            resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, bad), now_ms=NOW)
     # Templated params arrive as strings.
-    assert resolve_clean_policy(history, "KEEP_LATEST_COMMITS", "3", now_ms=NOW, override_table_retention=True, protected_ids=PROTECTED).expire_ids == (
+    assert resolve_clean_policy(history, policy_alone("KEEP_LATEST_COMMITS", "3"), now_ms=NOW, protected_ids=PROTECTED).expire_ids == (
         104, 150, 105,
     )
     assert str(CleanPolicy.KEEP_LATEST_BY_HOURS) == "KEEP_LATEST_BY_HOURS"
@@ -194,15 +192,15 @@ def test_policy_and_retained_errors(history: TableHistory) -> None:
 
 def test_unknown_protected_id(history: TableHistory) -> None:
     with pytest.raises(LakeSnapshotError, match=r"snapshot 999 \(current snapshot: 108\)"):
-        resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_COMMITS, 3, now_ms=NOW, override_table_retention=True, protected_ids=[999])
+        resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, 3), now_ms=NOW, protected_ids=[999])
     with pytest.raises(LakeConfigError, match="snapshot IDs"):
-        resolve_clean_policy(history, CleanPolicy.KEEP_LATEST_COMMITS, 3, now_ms=NOW, override_table_retention=True, protected_ids=["abc"])
+        resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, 3), now_ms=NOW, protected_ids=["abc"])
 
 
 def test_empty_table() -> None:
     empty = TableHistory((), (), None)
     for policy in CleanPolicy:
-        d = resolve_clean_policy(empty, policy, 1, now_ms=NOW, override_table_retention=True)
+        d = resolve_clean_policy(empty, policy_alone(policy, 1), now_ms=NOW)
         assert d == RetentionDecision((), (), {})
 
 
@@ -210,8 +208,7 @@ def test_empty_table() -> None:
 
 
 def test_expire_older_than(history: TableHistory) -> None:
-    d = resolve_expiry(history, now_ms=NOW, override_table_retention=True, older_than_ms=NOW - 50 * H,
-                       protected_ids=PROTECTED)
+    d = resolve_expiry(history, ExpirySettings(True, max_snapshot_age_ms=50 * H), now_ms=NOW, protected_ids=PROTECTED)
     check(d, history, [104, 150, 105])
     assert d.reasons[107] == "kept: branch main, younger than max-snapshot-age-ms=180000000 (2.1d, override: older_than)"
     assert d.reasons[170].startswith("kept: on no branch or tag, younger than max-snapshot-age-ms=180000000")
@@ -222,7 +219,7 @@ def test_expire_older_than(history: TableHistory) -> None:
 
 
 def test_expire_retain_last(history: TableHistory) -> None:
-    d = resolve_expiry(history, now_ms=NOW, override_table_retention=True, older_than_ms=NOW, retain_last=3)
+    d = resolve_expiry(history, ExpirySettings(True, retain_last=3, max_snapshot_age_ms=0), now_ms=NOW)
     # Everything is older than the cutoff; the newest 3 of main stay, staged 170 goes (as in Iceberg).
     # The branch audit keeps its own (the table's) rules: the override is for main.
     assert list(d.expire_ids) == [104, 150, 105, 170]
@@ -237,8 +234,7 @@ def test_expire_explicit_ids(history: TableHistory) -> None:
     assert d.reasons[107] == "removed: named in snapshot_ids"
     assert d.reasons[105] == "kept: branch main, younger than max-snapshot-age-ms=432000000 (5d, Iceberg default)"
     assert d.reasons[108].startswith("kept: current snapshot; branch main, within min-snapshots-to-keep=1")
-    both = resolve_expiry(history, now_ms=NOW, override_table_retention=True, older_than_ms=NOW - 62 * H,
-                          snapshot_ids=[107])
+    both = resolve_expiry(history, ExpirySettings(True, max_snapshot_age_ms=62 * H), now_ms=NOW, snapshot_ids=[107])
     assert list(both.expire_ids) == [104, 150, 107]
 
 
@@ -254,20 +250,20 @@ def test_expire_refuses_unsafe_ids(history: TableHistory, sid: int, held_by: str
 def test_expire_errors(history: TableHistory) -> None:
     with pytest.raises(LakeSnapshotError, match=r"snapshot 999 \(current snapshot: 108\).*not in the table"):
         resolve_expiry(history, now_ms=NOW, snapshot_ids=[999])
-    # A value that would replace the owner's settings is refused unless the override is asked for.
+    # A value that would replace the owner's settings is refused unless the override is asked for:
+    # the settings the expire step hands its decision are checked as they are built.
     with pytest.raises(LakeConfigError, match=r"retain_last given, but the table's own retention applies.*"
                                               r"override_table_retention=True"):
-        resolve_expiry(history, now_ms=NOW, retain_last=3)
+        ExpirySettings.requested(False, older_than_ms=None, retain_last=3, now_ms=NOW)
     with pytest.raises(LakeConfigError, match="older_than, retain_last given"):
-        resolve_expiry(history, now_ms=NOW, older_than_ms=NOW, retain_last=3)
+        ExpirySettings.requested(False, older_than_ms=NOW, retain_last=3, now_ms=NOW)
     for bad in (0, True, 2.0):
         with pytest.raises(LakeConfigError, match="retain_last must be an integer >= 1"):
-            resolve_expiry(history, now_ms=NOW, override_table_retention=True, older_than_ms=NOW, retain_last=bad)
+            ExpirySettings.requested(True, older_than_ms=NOW, retain_last=bad, now_ms=NOW)
 
 
 def test_decision_to_dict_is_json(history: TableHistory) -> None:
-    d = resolve_expiry(history, now_ms=NOW, override_table_retention=True, older_than_ms=NOW - 50 * H,
-                       protected_ids=PROTECTED)
+    d = resolve_expiry(history, ExpirySettings(True, max_snapshot_age_ms=50 * H), now_ms=NOW, protected_ids=PROTECTED)
     data = json.loads(json.dumps(d.to_dict()))
     assert data["expire_ids"] == [104, 150, 105]
     assert data["kept"]["102"].startswith("kept: head of tag v1")
@@ -364,7 +360,7 @@ def test_main_is_never_removed_and_branches_follow_their_own_rules() -> None:
     assert d.reasons[21].startswith("removed: on branch audit, past min-snapshots-to-keep=2")
     assert d.reasons[10].startswith("kept: current snapshot; branch main, within min-snapshots-to-keep=1")
     # The override changes main, never someone else's branch.
-    o = resolve_expiry(h, now_ms=NOW, override_table_retention=True, retain_last=10)
+    o = resolve_expiry(h, ExpirySettings(True, retain_last=10), now_ms=NOW)
     assert list(o.expire_ids) == [21, 31]
 
 
@@ -372,24 +368,24 @@ def test_override_replaces_mains_own_settings_too() -> None:
     h = table_history()
     h = TableHistory(h.snapshots, (SnapshotRef("main", 10, "branch", min_snapshots_to_keep=8),), 10, h.retention)
     assert list(resolve_expiry(h, now_ms=NOW).expire_ids) == [1, 2]
-    o = resolve_expiry(h, now_ms=NOW, override_table_retention=True, retain_last=1, older_than_ms=NOW - 2 * DAY)
+    o = resolve_expiry(h, ExpirySettings(True, retain_last=1, max_snapshot_age_ms=2 * DAY), now_ms=NOW)
     assert list(o.expire_ids) == [1, 2, 3, 4, 5, 6, 7, 8]
     # Given as None, each override value falls back to the table's.
-    assert resolve_expiry(h, now_ms=NOW, override_table_retention=True) == resolve_expiry(h, now_ms=NOW)
+    assert resolve_expiry(h, ExpirySettings(True), now_ms=NOW) == resolve_expiry(h, now_ms=NOW)
 
 
 def test_clean_policy_never_goes_under_the_tables_retention() -> None:
     h = table_history(properties={"history.expire.min-snapshots-to-keep": "6", "history.expire.max-snapshot-age-ms": "1"})
-    d = resolve_clean_policy(h, "KEEP_LATEST_COMMITS", 2, now_ms=NOW)
+    d = resolve_clean_policy(h, CleanSettings.checked("KEEP_LATEST_COMMITS", 2), now_ms=NOW)
     assert list(d.expire_ids) == [1, 2, 3, 4]
     assert d.reasons[5] == ("kept: branch main, within min-snapshots-to-keep=6 (table property); the table's "
                             "retention keeps it though clean policy KEEP_LATEST_COMMITS=2 would not")
     assert d.reasons[4].startswith("removed: not kept by clean policy KEEP_LATEST_COMMITS=2, and the table's "
                                    "retention lets it go: on branch main, past min-snapshots-to-keep=6")
-    o = resolve_clean_policy(h, "KEEP_LATEST_COMMITS", 2, now_ms=NOW, override_table_retention=True)
+    o = resolve_clean_policy(h, policy_alone("KEEP_LATEST_COMMITS", 2), now_ms=NOW)
     assert list(o.expire_ids) == [1, 2, 3, 4, 5, 6, 7, 8]
     # A stricter policy than the table changes nothing the table lets go.
-    loose = resolve_clean_policy(h, "KEEP_LATEST_COMMITS", 8, now_ms=NOW)
+    loose = resolve_clean_policy(h, CleanSettings.checked("KEEP_LATEST_COMMITS", 8), now_ms=NOW)
     assert list(loose.expire_ids) == [1, 2]
 
 
@@ -397,64 +393,6 @@ def test_clean_policy_never_goes_under_the_tables_retention() -> None:
 def test_unreadable_table_property_is_refused(value: str) -> None:
     with pytest.raises(LakeConfigError, match=rf"history.expire.max-snapshot-age-ms='{re.escape(value)}' is not a whole"):
         TableRetention.from_properties({"history.expire.max-snapshot-age-ms": value})
-
-
-# ---------------------------------------------------------------- parse_older_than
-
-
-@pytest.mark.parametrize(
-    ("value", "expected"),
-    [
-        ("7d", NOW - 7 * 24 * H),
-        ("36h", NOW - 36 * H),
-        (" 90M ", NOW - 90 * 60_000),
-        ("30s", NOW - 30_000),
-        ("2w", NOW - 14 * 24 * H),
-        ("1.5h", NOW - int(1.5 * H)),
-        ("0m", NOW),
-        ("P3D", NOW - 72 * H),
-        ("PT36H", NOW - 36 * H),
-        ("P1DT12H", NOW - 36 * H),
-        ("pt90m", NOW - 90 * 60_000),
-        ("2026-01-01T00:00:00+00:00", 1767225600000),
-        ("2026-01-01T00:00:00", 1767225600000),
-        ("2026-01-01T00:00:00Z", 1767225600000),
-        ("2026-01-01T01:00:00+01:00", 1767225600000),
-        ("2026-01-01", 1767225600000),
-        (1767225600000, 1767225600000),
-        ("1767225600000", 1767225600000),
-        (datetime(2026, 1, 1), 1767225600000),
-        (datetime(2026, 1, 1, 2, tzinfo=timezone(timedelta(hours=2))), 1767225600000),
-        (timedelta(hours=2), NOW - 2 * H),
-        (None, None),
-        ("", None),
-        ("  ", None),
-        ("None", None),
-    ],
-)
-def test_parse_older_than(value: object, expected: int | None) -> None:
-    assert parse_older_than(value, now_ms=NOW) == expected
-
-
-@pytest.mark.parametrize(
-    ("value", "match"),
-    [
-        ("7 fortnights", "accepted: a duration"),
-        ("yesterday", "accepted: a duration"),
-        ("P1M", "years and months have no fixed length"),
-        ("P1Y", "years and months have no fixed length"),
-        ("P", "not understood"),
-        ("-7d", "not understood"),
-        (True, "not understood"),
-        ([7], "not understood"),
-        (7, "not epoch milliseconds"),
-        ("1767225600", "not epoch milliseconds"),  # epoch seconds
-        ("2099-01-01T00:00:00Z", "in the future"),
-    ],
-)
-def test_parse_older_than_errors(value: object, match: str) -> None:
-    with pytest.raises(LakeConfigError, match=match):
-        parse_older_than(value, now_ms=NOW)
 
 
 # ---------------------------------------------------------------- PyIceberg adapter
@@ -521,7 +459,7 @@ def test_history_from_real_table(catalog) -> None:
 
     # Last writer of a: the delete (current); of b and c: the 4th append. The 3rd goes; the 1st and
     # 2nd are tagged.
-    d = resolve_clean_policy(h, CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1, now_ms=NOW, override_table_retention=True)
+    d = resolve_clean_policy(h, policy_alone(CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1), now_ms=NOW)
     assert list(d.expire_ids) == [ids[2]]
     assert d.reasons[ids[0]] == "kept: head of tag keep" and d.reasons[ids[4]].startswith("kept: current snapshot")
     assert d.reasons[ids[3]].startswith("kept: clean policy KEEP_LATEST_FILE_VERSIONS=1: latest 1 version(s) of")
@@ -531,9 +469,8 @@ def test_history_from_real_table(catalog) -> None:
     bare = history_from_table(table)
     assert all(s.changed_partitions == frozenset() for s in bare.snapshots)
     with pytest.raises(LakeConfigError, match="with_changed_partitions"):
-        resolve_clean_policy(bare, CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1, now_ms=NOW)
-    assert list(resolve_clean_policy(bare, "KEEP_LATEST_COMMITS", 2, now_ms=NOW,
-                                     override_table_retention=True).expire_ids) == ids[2:3]
+        resolve_clean_policy(bare, CleanSettings.checked(CleanPolicy.KEEP_LATEST_FILE_VERSIONS, 1), now_ms=NOW)
+    assert list(resolve_clean_policy(bare, policy_alone("KEEP_LATEST_COMMITS", 2), now_ms=NOW).expire_ids) == ids[2:3]
 
 
 def test_history_from_unpartitioned_table(catalog) -> None:

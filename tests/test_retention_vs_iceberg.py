@@ -8,7 +8,8 @@ import time
 
 from demo_data import create_events_table
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.core.retention import history_from_table, resolve_expiry
+from airflow_lake_provider.core.history import history_from_table
+from airflow_lake_provider.core.retention_decision import resolve_expiry
 
 
 def test_table_retention_matches_icebergs_expire_snapshots(spark, lake_hook, namespace):

@@ -14,7 +14,7 @@ import pytest
 from demo_data import create_events_table
 from lake_checks import assert_lean_digest_matches
 
-from airflow_lake_provider.core.retention import SnapshotInfo, SnapshotRef
+from airflow_lake_provider.core.history import SnapshotInfo, SnapshotRef
 from airflow_lake_provider.core.table_digest import read_table_digest
 from airflow_lake_provider.exceptions import LakeTableNotFound
 

@@ -6,6 +6,10 @@ missing value, ``"False"`` for a switch, ``"['a', 'b']"`` for a list. Every oper
 templated fields here, by the type annotation of its ``__init__`` parameter, before it reads
 them (``LakeMaintenanceOperator.coerce_rendered_fields``); nothing else parses rendered text.
 
+The pure decisions read their own arguments through the same functions (:func:`snapshot_ids`,
+:func:`positive_int`, :func:`parse_older_than`), so a value handed to them directly is read as
+the operator would read it.
+
 Pure: no Airflow, no Spark. Errors are :class:`LakeConfigError` sentences naming the field.
 """
 
@@ -13,9 +17,11 @@ from __future__ import annotations
 
 import ast
 import json
+import re
 import types
 import typing
 from collections.abc import Mapping, Sequence
+from datetime import date, datetime, timedelta, timezone
 from functools import cache
 from typing import Any, NewType, Union
 
@@ -28,6 +34,10 @@ SnapshotIds = NewType("SnapshotIds", list)
 NONE_TEXTS = frozenset({"", "none", "null"})
 _TRUE_TEXTS = frozenset({"true", "1", "yes", "on"})
 _FALSE_TEXTS = frozenset({"false", "0", "no", "off"})
+
+#: Milliseconds in each unit a duration may be written in (``"2w"``, ``"7d"``, ``"36h"``, ``"90m"``, ``"30s"``).
+UNIT_MS = {"w": 7 * 24 * 3_600_000, "d": 24 * 3_600_000, "h": 3_600_000, "m": 60_000, "s": 1000}
+HOUR_MS = UNIT_MS["h"]
 
 
 def is_none(value: Any) -> bool:
@@ -76,6 +86,22 @@ def whole_number(value: Any, what: str, *, minimum: int | None = None, maximum: 
                   else f">= {minimum}" if minimum is not None else f"<= {maximum}")
         raise LakeConfigError(f"{what} must be a whole number {bounds}; got {value!r}.")
     return number
+
+
+def positive_int(value: Any, what: str) -> int:
+    """A count of at least 1 (``retain_last``, ``retained``): an int, or its digits as templated params arrive.
+
+    Stricter than :func:`whole_number`: a bool or a float is refused, not read (``True`` would
+    silently mean 1, ``2.0`` is not a count anyone writes).
+    """
+    exact = (isinstance(value, int) and not isinstance(value, bool)) or (
+        isinstance(value, str) and value.strip().isdigit())
+    if exact:
+        try:
+            return whole_number(value, what, minimum=1)
+        except LakeConfigError:
+            pass
+    raise LakeConfigError(f"{what} must be an integer >= 1; got {value!r}.")
 
 
 def number(value: Any, what: str) -> float:
@@ -164,6 +190,91 @@ def optional_snapshot_id(value: Any, what: str) -> int | None:
     if len(ids) > 1:
         raise LakeConfigError(f"{what} must be one snapshot ID; got {value!r}.")
     return ids[0] if ids else None
+
+
+# Below this an integer cannot be epoch milliseconds of any real table (it is 1973-03-03):
+# it is epoch seconds or a bare number meant as a duration, both of which would silently expire nothing.
+_MIN_EPOCH_MS = 10**11
+_DURATION = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(w|d|h|m|s)\s*$", re.IGNORECASE)
+_ISO_DURATION = re.compile(
+    r"^P(?:(?P<w>\d+(?:\.\d+)?)W)?(?:(?P<d>\d+(?:\.\d+)?)D)?"
+    r"(?:T(?:(?P<h>\d+(?:\.\d+)?)H)?(?:(?P<m>\d+(?:\.\d+)?)M)?(?:(?P<s>\d+(?:\.\d+)?)S)?)?$",
+    re.IGNORECASE,
+)
+_ACCEPTED = (
+    "a duration ('7d', '36h', '90m', '30s', '2w'), an ISO 8601 duration ('P3D', 'PT36H', 'P1DT12H'), "
+    "an ISO timestamp ('2026-01-01T00:00:00+00:00'; naive means UTC), epoch milliseconds (int), "
+    "a datetime/date/timedelta, or None/'' for no cutoff"
+)
+
+
+def parse_older_than(value: Any, *, now_ms: int) -> int | None:
+    """The cutoff (epoch ms) for ``older_than``, from the forms a DAG author is likely to write.
+
+    Durations count back from ``now_ms``. A cutoff in the future is refused: it would expire
+    every snapshot but the retained ones, which is almost always a typo (use '0m' if meant).
+    Templates render a missing value as 'None', so 'None'/'null' mean no cutoff, like ``None``/''.
+    """
+    if value is None:
+        return None
+    if isinstance(value, timedelta):
+        return _cutoff(now_ms - int(value.total_seconds() * 1000), value, now_ms)
+    if isinstance(value, datetime):
+        return _cutoff(_datetime_ms(value), value, now_ms)
+    if isinstance(value, date):
+        return _cutoff(_datetime_ms(datetime(value.year, value.month, value.day)), value, now_ms)
+    if isinstance(value, bool):
+        raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.")
+    if isinstance(value, (int, float)):
+        return _epoch_ms(value, value, now_ms)
+    if not isinstance(value, str):
+        raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.")
+
+    if is_none(value):
+        return None
+    text = value.strip()
+    if text.isdigit():
+        return _epoch_ms(int(text), value, now_ms)
+    if match := _DURATION.match(text):
+        return _cutoff(now_ms - int(float(match[1]) * UNIT_MS[match[2].lower()]), value, now_ms)
+    if (match := _ISO_DURATION.match(text)) and text.upper() not in ("P", "PT") and not text.upper().endswith("T"):
+        parts = match.groupdict()
+        millis = sum(float(parts[u]) * UNIT_MS[u] for u in parts if parts[u])
+        return _cutoff(now_ms - int(millis), value, now_ms)
+    if re.match(r"^P[\d.YMWDTHS]+$", text, re.IGNORECASE):
+        raise LakeConfigError(
+            f"older_than={value!r}: ISO durations may use weeks, days, hours, minutes and seconds only "
+            f"(years and months have no fixed length); accepted: {_ACCEPTED}."
+        )
+    try:
+        parsed = datetime.fromisoformat(text.replace("Z", "+00:00").replace("z", "+00:00"))
+    except ValueError:
+        raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.") from None
+    return _cutoff(_datetime_ms(parsed), value, now_ms)
+
+
+def _datetime_ms(value: datetime) -> int:
+    if value.tzinfo is None:
+        value = value.replace(tzinfo=timezone.utc)  # naive means UTC: Iceberg timestamps are UTC
+    return int(value.timestamp() * 1000)
+
+
+def _epoch_ms(millis: float, original: Any, now_ms: int) -> int:
+    if millis != millis or millis in (float("inf"), float("-inf")) or millis < _MIN_EPOCH_MS:
+        raise LakeConfigError(
+            f"older_than={original!r} is not epoch milliseconds (too small: seconds, or a bare number meant as a "
+            f"duration?); accepted: {_ACCEPTED}."
+        )
+    return _cutoff(int(millis), original, now_ms)
+
+
+def _cutoff(cutoff_ms: int, original: Any, now_ms: int) -> int:
+    if cutoff_ms > now_ms:
+        raise LakeConfigError(
+            f"older_than={original!r} is in the future (cutoff {cutoff_ms} > now {now_ms}): every snapshot but the "
+            "retained ones would expire. Use '0m' if that is really meant."
+        )
+    return cutoff_ms
 
 
 def _optional(annotation: Any) -> tuple[bool, Any]:

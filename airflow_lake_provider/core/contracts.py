@@ -633,7 +633,7 @@ class CleanJobResult(ExpiryOutcome):
 class CleanResult(CleanJobResult, RetentionReport):
     """The clean step's XCom: the policy's decision, what Spark removed, and what expire and clean
     together keep (``effective_retention``: ``{snapshots, files, statement}``, see
-    :func:`airflow_lake_provider.core.retention.effective_retention`)."""
+    :func:`airflow_lake_provider.core.retention_settings.effective_retention`)."""
 
     what = "clean result"
 

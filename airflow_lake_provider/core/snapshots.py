@@ -2,7 +2,7 @@
 
 The one owner of "walking a snapshot's ancestry": PyIceberg tables are walked with PyIceberg's
 own ``ancestors_of`` (:func:`ancestry`, :func:`main_ancestry`, :func:`parent_of`); histories held
-as plain values (:mod:`airflow_lake_provider.core.retention`) walk with :func:`walk_lineage`.
+as plain values (:mod:`airflow_lake_provider.core.history`) walk with :func:`walk_lineage`.
 PyIceberg is imported only inside functions.
 """
 

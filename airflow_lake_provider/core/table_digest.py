@@ -22,8 +22,9 @@ from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
-from airflow_lake_provider.core.retention import MAIN_BRANCH, SnapshotInfo, SnapshotRef, TableHistory, TableRetention
+from airflow_lake_provider.core.history import MAIN_BRANCH, SnapshotInfo, SnapshotRef, TableHistory
 from airflow_lake_provider.core.snapshots import state_of
+from airflow_lake_provider.core.table_retention import TableRetention
 
 # The summary fields anything downstream reads (table_state's totals, the operation).
 _SUMMARY_KEYS = ("operation", "total-data-files", "total-delete-files", "total-files-size", "total-records")

@@ -8,7 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import DEFAULT_QUARANTINE_DAYS
-from airflow_lake_provider.core.retention import (
+from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
@@ -48,7 +48,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     ``dry_run=True`` returns exactly what would be removed and removes nothing.
 
     Expire and clean stay two tasks; what the two together keep is stated once
-    (:func:`~airflow_lake_provider.core.retention.effective_retention`), in the log and in the
+    (:func:`~airflow_lake_provider.core.retention_settings.effective_retention`), in the log and in the
     result's ``effective_retention``, from this step's settings, the table's retention and the
     expire step's settings (``expire_result``). Returns
     :class:`~airflow_lake_provider.core.contracts.CleanResult` as JSON (schema: ``docs/operators/clean.md``).

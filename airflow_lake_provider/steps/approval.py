@@ -8,7 +8,7 @@ from collections.abc import Mapping
 from typing import Any
 
 from airflow_lake_provider.core.approval import Approval
-from airflow_lake_provider.core.retention import RetentionDecision
+from airflow_lake_provider.core.retention_decision import RetentionDecision
 
 
 def keep_to_approval(approved: Mapping[str, Any], decision: RetentionDecision, table: str, step: str,

@@ -16,18 +16,17 @@ from airflow_lake_provider.core.contracts import (
     CleanResult,
     ExpireResult,
 )
+from airflow_lake_provider.core.clean_policy import resolve_clean_policy
+from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
-from airflow_lake_provider.core.retention import (
+from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     DEFAULT_ORPHAN_OLDER_THAN_HOURS,
-    MAIN_BRANCH,
     CleanPolicy,
     CleanSettings,
     ExpirySettings,
     effective_retention,
-    history_from_table,
-    resolve_clean_policy,
 )
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.steps.approval import keep_to_approval
@@ -79,8 +78,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         name = self.dotted
         location, history, before = self._read_history(reader, settings.policy)
         quarantine = quarantine_root(location, name, self.quarantine_location)
-        decision = resolve_clean_policy(history, settings.policy, settings.retained, now_ms=now_ms,
-                                        protected_ids=protected, override_table_retention=override)
+        decision = resolve_clean_policy(history, settings, now_ms=now_ms, protected_ids=protected)
         self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
                       "override_table_retention: the policy alone decides main's history" if override
                       else "never under the table's own retention", decision.explain())

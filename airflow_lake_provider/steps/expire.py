@@ -7,9 +7,10 @@ import time
 from datetime import date, timedelta
 from typing import Any, ClassVar
 
-from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
-from airflow_lake_provider.core.retention import ExpirySettings, parse_older_than, resolve_expiry
+from airflow_lake_provider.core.retention_decision import resolve_expiry
+from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.steps.approval import keep_to_approval
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
@@ -43,11 +44,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         digest = reader.read_digest()
         name = self.dotted
         history = digest.history()
-        decision = resolve_expiry(
-            history, now_ms=now_ms, override_table_retention=settings.override_table_retention,
-            older_than_ms=cutoff, retain_last=settings.retain_last,
-            snapshot_ids=self.snapshot_ids or (), protected_ids=self.protected_snapshot_ids or (),
-        )
+        decision = resolve_expiry(history, settings, now_ms=now_ms, snapshot_ids=self.snapshot_ids or (),
+                                  protected_ids=self.protected_snapshot_ids or ())
         self.log.info("Retention of %s (%s):\n%s", name,
                       "override_table_retention: the values given replace the table's rules for main"
                       if settings.override_table_retention else "the table's own settings", decision.explain())
