@@ -55,7 +55,10 @@ class _SqlBackend:
         if scheme == "sqlite":
             # sqlite:////abs/path.db (SQLAlchemy) or jdbc:sqlite:/abs/path.db (JDBC)
             is_jdbc = uri.startswith("jdbc:")
-            path = raw[len("sqlite:") :] if is_jdbc else raw[len("sqlite:///") :] if raw.startswith("sqlite:///") else ""
+            if is_jdbc:
+                path = raw[len("sqlite:") :]
+            else:
+                path = raw[len("sqlite:///") :] if raw.startswith("sqlite:///") else ""
             if not path.startswith("/") or path == "/" or "?" in path:
                 raise LakeConfigError(f"SQLite catalog URI {uri!r} must name an absolute file path.")
             return cls("sqlite", sqlite_path=path)
@@ -106,7 +109,7 @@ def is_s3_location(location: str | None) -> bool:
 
 def _is_aws_endpoint(endpoint: str) -> bool:
     host = urlsplit(endpoint).hostname or ""
-    return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
 @dataclass(frozen=True)
@@ -403,10 +406,11 @@ def config_from_iceberg_connection(conn_id: str, *, host: str | None, login: str
         user, secret = (user, secret) if secret else (None, user)
     if extra.get("token") and not secret:
         secret = str(extra["token"])
+    uri = host or str(extra.get("uri") or "")
     return CatalogConfig(
         name=str(extra.get("catalog_name") or "lake"),
         kind=kind,
-        uri=(host or str(extra.get("uri") or "")).rstrip("/") if kind == "rest" else (host or str(extra.get("uri") or "")),
+        uri=uri.rstrip("/") if kind == "rest" else uri,
         warehouse=extra.get("warehouse") or None,
         user=user,
         password=secret,

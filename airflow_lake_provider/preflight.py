@@ -42,7 +42,7 @@ def _bounded_session_class():
             super().__init__()
             self._catalog = catalog
 
-        def send(self, request, **kwargs):  # noqa: D401 - requests' signature
+        def send(self, request, **kwargs):
             if kwargs.get("timeout") is None:
                 kwargs["timeout"] = getattr(self._catalog, "_lake_timeout", REST_OPEN_TIMEOUT)
             return super().send(request, **kwargs)
@@ -204,8 +204,8 @@ def check_s3_bucket(properties: dict[str, str], location: str) -> None:
                               f"Cannot read {location}: {_server_message(error)}") from None
     if info.type == FileType.NotFound:
         raise LakeConfigError(f"Bucket {bucket!r} does not exist on the S3 endpoint "
-                              f"{properties.get('s3.endpoint') or '(AWS)'} (warehouse {location}). Create the bucket, or "
-                              "set the connection's warehouse to one that exists.")
+                              f"{properties.get('s3.endpoint') or '(AWS)'} (warehouse {location}). Create the "
+                              "bucket, or set the connection's warehouse to one that exists.")
 
 
 def check_readable(io, location: str) -> None:

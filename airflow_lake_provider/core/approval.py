@@ -187,22 +187,22 @@ def approval_body(preview: DeletionPreview, threshold: DeletionThreshold, *, lis
     lines = [
         f"**{preview.step.capitalize()}** of `{preview.table}` would delete:",
         "",
-        f"- **{len(preview.snapshot_ids)} snapshots**, and with them {preview.snapshot_file_count} data and delete "
-        f"files ({human_bytes(preview.snapshot_bytes)}) no remaining snapshot needs, and "
-        f"{preview.metadata_file_count} manifests and manifest lists",
+        (f"- **{len(preview.snapshot_ids)} snapshots**, and with them {preview.snapshot_file_count} data and delete "
+         f"files ({human_bytes(preview.snapshot_bytes)}) no remaining snapshot needs, and "
+         f"{preview.metadata_file_count} manifests and manifest lists"),
     ]
     if preview.step == "clean":
         lines.append(f"- **{preview.orphan_file_count} orphan files** ({human_bytes(preview.orphan_bytes)} "
                      f"for the {len(preview.orphan_files)} listed) that no snapshot, tag or branch references")
     lines += [
-        f"- in all {preview.file_count} files, {human_bytes(preview.byte_count)}: {preview.share:.1%} of the "
-        f"{human_bytes(preview.live_bytes)} the table's {preview.live_file_count} live files hold",
+        (f"- in all {preview.file_count} files, {human_bytes(preview.byte_count)}: {preview.share:.1%} of the "
+         f"{human_bytes(preview.live_bytes)} the table's {preview.live_file_count} live files hold"),
         "",
-        f"It asks because {'; '.join(approval_needed(threshold, preview)) or 'nothing (under the threshold)'} "
-        f"(unattended up to {threshold.describe()}).",
+        (f"It asks because {'; '.join(approval_needed(threshold, preview)) or 'nothing (under the threshold)'} "
+         f"(unattended up to {threshold.describe()})."),
         "",
-        "**Approve** deletes exactly what is listed here (anything the table adds meanwhile waits for the next "
-        "run); **Reject** deletes nothing and skips the rest of the group's deletions in this run.",
+        ("**Approve** deletes exactly what is listed here (anything the table adds meanwhile waits for the next "
+         "run); **Reject** deletes nothing and skips the rest of the group's deletions in this run."),
     ]
     if preview.snapshot_ids:
         lines += ["", "Snapshots:", ""]

@@ -305,7 +305,8 @@ def score_parts(health: TableHealth) -> list[ScorePart]:
                         f"weighted ratio {health.weighted_delete_ratio:.2%}")
         parts.append(ScorePart(
             f"{health.delete_records:,} deleted rows in {health.delete_files} delete files against "
-            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}{equality}) are applied on every read",
+            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}{equality}) are applied on "
+            "every read",
             penalty))
     penalty = _per_step(health.snapshots, SNAPSHOTS_FREE, SNAPSHOTS_PER_POINT, SNAPSHOTS_MAX_PENALTY)
     if penalty:

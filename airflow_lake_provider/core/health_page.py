@@ -6,10 +6,11 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
+from itertools import pairwise
 from typing import Any
 
-from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
+from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.maintenance_need import is_maintenance_commit
 from airflow_lake_provider.core.planning import table_file_sizes
 from airflow_lake_provider.core.snapshots import ancestry, parent_of
@@ -41,8 +42,7 @@ def _size(number: float) -> str:
 def size_histogram(sizes: list[int], target: int) -> Histogram:
     """Counts of ``sizes`` per bucket relative to the ``target`` file size."""
     edges = [int(target * share) for share in BUCKET_SHARES]
-    labels = [f"< {_size(edges[0])}"] + [f"{_size(a)}-{_size(b)}" for a, b in zip(edges, edges[1:])] + \
-        [f">= {_size(edges[-1])}"]
+    labels = [f"< {_size(edges[0])}", *(f"{_size(a)}-{_size(b)}" for a, b in pairwise(edges)), f">= {_size(edges[-1])}"]
     counts = [0] * (len(edges) + 1)
     for size in sizes:
         counts[sum(1 for edge in edges if size >= edge)] += 1
@@ -73,7 +73,8 @@ def maintenance_commits(table: Any, limit: int = 10) -> list[MaintenanceCommit]:
         summary = snapshot.summary
         found.append(MaintenanceCommit(
             snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
-            dag_id=summary.get(f"{RUN_PROPERTY_PREFIX}dag-id", ""), run_id=summary.get(f"{RUN_PROPERTY_PREFIX}run-id", ""),
+            dag_id=summary.get(f"{RUN_PROPERTY_PREFIX}dag-id", ""),
+            run_id=summary.get(f"{RUN_PROPERTY_PREFIX}run-id", ""),
             task_id=summary.get(f"{RUN_PROPERTY_PREFIX}task-id", ""), operation=str(summary.operation.value),
             removed_data_files=int(summary.get("deleted-data-files") or 0),
             added_data_files=int(summary.get("added-data-files") or 0),

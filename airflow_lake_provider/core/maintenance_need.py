@@ -22,7 +22,8 @@ from airflow_lake_provider.exceptions import LakeConfigError
 
 def is_maintenance_commit(snapshot: Any) -> bool:
     summary = snapshot.summary
-    return summary is not None and any(str(key).startswith(RUN_PROPERTY_PREFIX) for key in summary.additional_properties)
+    return summary is not None and any(
+        str(key).startswith(RUN_PROPERTY_PREFIX) for key in summary.additional_properties)
 
 
 def commits_since_maintenance(table: Any) -> tuple[int, int | None]:
@@ -78,7 +79,8 @@ class MaintenanceNeed:
 
 
 def assess(table: Any, need: MaintenanceNeed, *, table_name: str) -> dict[str, Any]:
-    """The table's need now: ``{snapshot_id, reasons, score, commits_since_maintenance, last_maintenance_snapshot_id}``."""
+    """The table's need now: ``{snapshot_id, reasons, score, commits_since_maintenance,
+    last_maintenance_snapshot_id}``."""
     health = table_health(table, table_name=table_name)
     commits, last = commits_since_maintenance(table)
     return {"table": table_name, "snapshot_id": health.snapshot_id, "reasons": need.reasons(health, commits),

@@ -264,7 +264,8 @@ class RewriteOptions:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:
-            raise LakeConfigError(f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
+            raise LakeConfigError(
+                f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
         return {k: v for k, v in overrides.items() if v is not None}
 
     def merged(self, **overrides: Any) -> RewriteOptions:
@@ -589,7 +590,7 @@ def rewrite_partition_of(
     under the current spec's all-null partition (no lumping when ``current_spec_id`` is None)."""
     if current_spec_id is None or f.spec_id == current_spec_id:
         return f.spec_id, f.partition
-    return current_spec_id, {name: None for name in (current_partition_fields or ())}
+    return current_spec_id, dict.fromkeys(current_partition_fields or ())
 
 
 def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, int]:

@@ -175,7 +175,7 @@ class IcebergLakeHook(BaseHook):
             raise LakeConfigError(
                 f"The {config.kind} catalog needs an optional dependency ({error}): {hint}."
             ) from None
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - whatever the catalog raised becomes one LakeConfigError naming it
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
             raise LakeConfigError(sentence or (
                 f"Cannot open catalog {config.name!r} ({config.kind} at {config.uri}): {type(error).__name__}: {error}"
@@ -289,7 +289,7 @@ class IcebergLakeHook(BaseHook):
                 self.load_table(".".join(tables[0]))
         except (LakeConfigError, LakeTableNotFound) as error:
             return False, str(error)
-        except Exception as error:  # the message is the point: show it to the user
+        except Exception as error:  # noqa: BLE001 - the message is the point: show it to the user
             config = self.config
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
             return False, sentence or f"{type(error).__name__}: {error}"

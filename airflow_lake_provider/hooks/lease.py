@@ -90,7 +90,7 @@ class TableLeaseHook:
         # there (some catalogs say so with their own error, e.g. a SQL catalog's unique constraint).
         try:
             catalog.create_namespace(LEASE_NAMESPACE, {"comment": "maintenance leases of airflow-lake-provider"})
-        except Exception:  # noqa: BLE001 - re-raised below unless the namespace is there now
+        except Exception:  # re-raised below unless the namespace is there now
             if not catalog.namespace_exists(LEASE_NAMESPACE):
                 raise
         name = lease_table_name(table_name)
@@ -102,7 +102,7 @@ class TableLeaseHook:
                     "write.metadata.delete-after-commit.enabled": "true",
                     "write.metadata.previous-versions-max": "10"}) as txn:
                 txn.append(row)
-        except Exception:  # noqa: BLE001 - re-raised below unless another run made it first
+        except Exception:  # re-raised below unless another run made it first
             if not catalog.table_exists(name):
                 raise
         else:

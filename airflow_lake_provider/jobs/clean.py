@@ -41,7 +41,7 @@ def _noop_consumer(spark):
     ensure_callback_server_started(gateway)
 
     class KeepFile:
-        def accept(self, location):  # noqa: D401 - Java interface method
+        def accept(self, location):
             return None
 
         class Java:
@@ -129,7 +129,8 @@ def _lists_through_its_file_io(spark, jtable) -> bool:
         return False
     jvm = spark.sparkContext._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # Iceberg's classes live in Spark's loader
-    return bool(jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader).isInstance(io))
+    prefix_operations = jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader)
+    return bool(prefix_operations.isInstance(io))
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:

@@ -220,7 +220,8 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
     ]
     failed = [
         {"partition": _group_path(spark, jtable, f.info()), "global_index": int(f.info().globalIndex()),
-         "data_files": int(f.dataFilesCount()), "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
+         "data_files": int(f.dataFilesCount()),
+         "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
         for f in result.rewriteFailures()
     ]
     if expected is not None:
@@ -350,7 +351,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                 pd_action = pd_action.filter(expression)
             try:
                 return pd_action.execute(), "committed", None
-            except Exception as failure:  # noqa: BLE001 - only Iceberg's list/map bug is excused
+            except Exception as failure:  # only Iceberg's list/map bug is excused
                 # A ValidationException, but no conflict: trying again would fail the same way.
                 reason = position_delete_rewrite_bug(version, conflict_reason(failure))
                 if reason is None:

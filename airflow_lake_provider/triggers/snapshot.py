@@ -26,8 +26,9 @@ def parse_snapshot_id(value: Any) -> int | None:
     raise LakeConfigError(
         f"after_snapshot_id must be a snapshot ID (a 64-bit integer); got {value!r}. From a step's result, "
         "pass the ID itself, e.g. group.rewrite.output['snapshot_id_after'] (an XComArg of the rewrite in "
-        "a lake_maintenance_group), or \"{{ ti.xcom_pull(task_ids='lake_maintenance.rewrite')['snapshot_id_after'] }}\" "
-        "with the rewrite's full task id."
+        "a lake_maintenance_group), or "
+        "\"{{ ti.xcom_pull(task_ids='lake_maintenance.rewrite')['snapshot_id_after'] }}\" with the rewrite's "
+        "full task id."
     )
 
 
