@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote, urlsplit
 
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -102,7 +102,7 @@ def _scheme(location: str | None) -> str:
     return urlsplit(location).scheme.lower() if location and "://" in location else ""
 
 
-def is_s3_location(location: str | None) -> bool:
+def is_s3_location(location: str | None) -> TypeGuard[str]:
     """Whether ``location`` is on S3 (``s3://`` or ``s3a://``)."""
     return _scheme(location) in S3_SCHEMES
 
@@ -197,7 +197,7 @@ class CatalogConfig:
         """Properties for ``pyiceberg.catalog.load_catalog(name, **props)``."""
         props: dict[str, str] = {"type": self.kind}
         if self.kind == "sql":
-            props["uri"] = self.sql_backend.sqlalchemy_uri(self.user, self.password)
+            props["uri"] = _SqlBackend.parse(self.uri).sqlalchemy_uri(self.user, self.password)
         else:
             props["uri"] = self.uri
         if self.warehouse:
@@ -304,7 +304,7 @@ class CatalogConfig:
         prefix = f"spark.sql.catalog.{self.name}"
         catalog: dict[str, str] = {"cache-enabled": "false"}
         if self.kind == "sql":
-            backend = self.sql_backend
+            backend = _SqlBackend.parse(self.uri)
             catalog.update(
                 {
                     "type": "jdbc",

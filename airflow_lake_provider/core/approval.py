@@ -18,11 +18,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_lake_provider.core.coercion import is_none
 from airflow_lake_provider.core.contracts import Contract
 from airflow_lake_provider.exceptions import LakeConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 #: How many snapshot IDs and file paths the body lists before "and N more".
 LISTED_IN_BODY = 20
@@ -290,7 +293,7 @@ class FilesOnlyIn:
     metadata_files: int
 
 
-def files_only_in(table: Any, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
+def files_only_in(table: Table, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
     """What Iceberg deletes when it expires ``snapshot_ids`` of the PyIceberg ``table``.
 
     A content file goes when a manifest of an expired snapshot lists it live (added or existing)
@@ -332,7 +335,7 @@ def files_only_in(table: Any, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
     return FilesOnlyIn(dict(sorted(only_gone.items())), metadata)
 
 
-def live_totals(table: Any) -> tuple[int, int]:
+def live_totals(table: Table) -> tuple[int, int]:
     """The current snapshot's live content files: (count, bytes)."""
     snapshot = table.current_snapshot()
     count = size = 0

@@ -7,13 +7,16 @@ from __future__ import annotations
 import math
 from dataclasses import dataclass, field
 from itertools import pairwise
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.maintenance_need import is_maintenance_commit
 from airflow_lake_provider.core.planning import table_file_sizes
 from airflow_lake_provider.core.snapshots import ancestry, parent_of
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 # Histogram buckets: powers of two of the target file size, from 1/64 of it to 2x and more.
 BUCKET_SHARES = (1 / 64, 1 / 16, 1 / 4, 1 / 2, 3 / 4, 1.5)
@@ -64,13 +67,13 @@ class MaintenanceCommit:
     removed_delete_files: int
 
 
-def maintenance_commits(table: Any, limit: int = 10) -> list[MaintenanceCommit]:
+def maintenance_commits(table: Table, limit: int = 10) -> list[MaintenanceCommit]:
     """The table's last maintenance commits on main, newest first (from ``airflow.*`` summary properties)."""
     found = []
     for snapshot in ancestry(table) if table.current_snapshot() is not None else ():
-        if not is_maintenance_commit(snapshot):
-            continue
         summary = snapshot.summary
+        if summary is None or not is_maintenance_commit(snapshot):
+            continue
         found.append(MaintenanceCommit(
             snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
             dag_id=summary.get(f"{RUN_PROPERTY_PREFIX}dag-id", ""),
@@ -85,7 +88,7 @@ def maintenance_commits(table: Any, limit: int = 10) -> list[MaintenanceCommit]:
     return found
 
 
-def _data_file_sizes(table: Any, snapshot_id: int) -> list[int]:
+def _data_file_sizes(table: Table, snapshot_id: int) -> list[int]:
     files = table.inspect.data_files(snapshot_id=snapshot_id)
     return [int(size) for size in files.column("file_size_in_bytes").to_pylist()]
 
@@ -118,7 +121,7 @@ class TableReport:
         return "unhealthy" if self.score < 70 else "fair" if self.score < 90 else "healthy"
 
 
-def table_report(table: Any, *, table_name: str, lake_conn_id: str) -> TableReport:
+def table_report(table: Table, *, table_name: str, lake_conn_id: str) -> TableReport:
     """Measure one table from its metadata (PyIceberg only)."""
     health = table_health(table, table_name=table_name)
     report = TableReport(table=table_name, lake_conn_id=lake_conn_id, score=health.score,

@@ -50,8 +50,8 @@ def _noop_consumer(spark):
     return KeepFile()
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = CleanJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = CleanJobArgs.from_json(raw_args).validate()
     jtable = iceberg.load_table(spark, catalog, args.table)
     location = str(jtable.location())
     root = quarantine_root(location, args.table, args.quarantine_location)

@@ -324,8 +324,8 @@ def _delete_quietly(jtable, files: list[Any]) -> None:
             pass
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = ConvertEqualityDeletesJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = ConvertEqualityDeletesJobArgs.from_json(raw_args).validate()
     table_name, dry_run = args.table, args.dry_run
     props = {str(k): str(v) for k, v in args.snapshot_properties.items()}
     props[CONVERT_ID_PROPERTY] = uuid.uuid4().hex

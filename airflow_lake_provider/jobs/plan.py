@@ -249,10 +249,10 @@ def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptio
     return groups, unaligned
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    args = SparkPlanJobArgs.from_json(args)
+    args = SparkPlanJobArgs.from_json(raw_args)
     table_name, snapshot_id, include_files = args.table, args.snapshot_id, args.include_files
     options = RewriteOptions.from_iceberg_options(args.options, max_files=args.max_files, max_bytes=args.max_bytes)
     options.validate()

@@ -27,8 +27,8 @@ NOT_OVERWRITTEN = "the original path exists again: left in quarantine, nothing o
 NOT_IN_QUARANTINE = "not in quarantine: the clean job stopped before moving it, or it was restored already"
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = RestoreQuarantineJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = RestoreQuarantineJobArgs.from_json(raw_args).validate()
     storage = Storage(spark)
     if args.quarantine_run is None:
         root = _root(spark, catalog, args)

@@ -85,12 +85,12 @@ def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, A
             .where(XComModel.key == "return_value", XComModel.dag_id.in_({d for d, _ in tasks}))
             .order_by(XComModel.timestamp.desc()).limit(RECENT_RESULTS)).all()
     for dag_id, run_id, task_id, when, raw in rows:
-        conn = tasks.get((dag_id, task_id))
-        if conn is None:
+        task_conn = tasks.get((dag_id, task_id))
+        if task_conn is None:
             continue
         value = XComModel.deserialize_value(type("Row", (), {"value": raw})())
         for result in table_results(value):  # a fleet step's value lists one result per table
-            tables.setdefault((result["table"], conn), []).append(
+            tables.setdefault((result["table"], task_conn), []).append(
                 {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": when, "value": result})
     return tables, notes
 
