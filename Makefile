@@ -5,7 +5,7 @@ export AIRFLOW__CORE__DAGS_FOLDER := $(CURDIR)/dags
 export AIRFLOW__CORE__LOAD_EXAMPLES := False
 export PATH := $(CURDIR)/$(VENV)/bin:$(PATH)
 
-.PHONY: bootstrap demo demo-cluster test test-fast docs bench bench-quick
+.PHONY: bootstrap demo demo-cluster test test-fast lint docs bench bench-quick
 
 bootstrap:
 	@bash scripts/bootstrap.sh
@@ -26,6 +26,10 @@ test: bootstrap
 # observed (test-output/generated/); the tests themselves never write into docs/.
 docs:
 	@$(VENV)/bin/python scripts/generate_docs.py
+
+# ruff and mypy on the package and dags/ (pyproject.toml's [tool.ruff], [tool.mypy]); also the first step of `make test`.
+lint: bootstrap
+	@bash scripts/lint.sh
 
 test-fast: bootstrap
 	@$(VENV)/bin/python -m pytest -m "not spark_submit and not slow" $(PYTEST_ARGS)

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
-from typing import Any
+from typing import Any, TypeGuard
 from urllib.parse import quote, urlsplit
 
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -55,7 +55,10 @@ class _SqlBackend:
         if scheme == "sqlite":
             # sqlite:////abs/path.db (SQLAlchemy) or jdbc:sqlite:/abs/path.db (JDBC)
             is_jdbc = uri.startswith("jdbc:")
-            path = raw[len("sqlite:") :] if is_jdbc else raw[len("sqlite:///") :] if raw.startswith("sqlite:///") else ""
+            if is_jdbc:
+                path = raw[len("sqlite:") :]
+            else:
+                path = raw[len("sqlite:///") :] if raw.startswith("sqlite:///") else ""
             if not path.startswith("/") or path == "/" or "?" in path:
                 raise LakeConfigError(f"SQLite catalog URI {uri!r} must name an absolute file path.")
             return cls("sqlite", sqlite_path=path)
@@ -99,14 +102,14 @@ def _scheme(location: str | None) -> str:
     return urlsplit(location).scheme.lower() if location and "://" in location else ""
 
 
-def is_s3_location(location: str | None) -> bool:
+def is_s3_location(location: str | None) -> TypeGuard[str]:
     """Whether ``location`` is on S3 (``s3://`` or ``s3a://``)."""
     return _scheme(location) in S3_SCHEMES
 
 
 def _is_aws_endpoint(endpoint: str) -> bool:
     host = urlsplit(endpoint).hostname or ""
-    return host.endswith(".amazonaws.com") or host.endswith(".amazonaws.com.cn")
+    return host.endswith((".amazonaws.com", ".amazonaws.com.cn"))
 
 
 @dataclass(frozen=True)
@@ -194,7 +197,7 @@ class CatalogConfig:
         """Properties for ``pyiceberg.catalog.load_catalog(name, **props)``."""
         props: dict[str, str] = {"type": self.kind}
         if self.kind == "sql":
-            props["uri"] = self.sql_backend.sqlalchemy_uri(self.user, self.password)
+            props["uri"] = _SqlBackend.parse(self.uri).sqlalchemy_uri(self.user, self.password)
         else:
             props["uri"] = self.uri
         if self.warehouse:
@@ -301,7 +304,7 @@ class CatalogConfig:
         prefix = f"spark.sql.catalog.{self.name}"
         catalog: dict[str, str] = {"cache-enabled": "false"}
         if self.kind == "sql":
-            backend = self.sql_backend
+            backend = _SqlBackend.parse(self.uri)
             catalog.update(
                 {
                     "type": "jdbc",
@@ -403,10 +406,11 @@ def config_from_iceberg_connection(conn_id: str, *, host: str | None, login: str
         user, secret = (user, secret) if secret else (None, user)
     if extra.get("token") and not secret:
         secret = str(extra["token"])
+    uri = host or str(extra.get("uri") or "")
     return CatalogConfig(
         name=str(extra.get("catalog_name") or "lake"),
         kind=kind,
-        uri=(host or str(extra.get("uri") or "")).rstrip("/") if kind == "rest" else (host or str(extra.get("uri") or "")),
+        uri=uri.rstrip("/") if kind == "rest" else uri,
         warehouse=extra.get("warehouse") or None,
         user=user,
         password=secret,

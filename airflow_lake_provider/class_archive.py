@@ -78,8 +78,8 @@ def driver_java_options(archive: Path) -> str:
 
 def build(*, force: bool = False) -> Path:
     """Record the archive with the warm-up application (about a minute); kept when it already exists."""
-    target = archive_path()
-    if target is None:
+    target, home = archive_path(), spark_home()
+    if target is None or home is None:
         raise LakeConfigError("No Spark installation (pyspark, or $SPARK_HOME) or no java was found, so there is no "
                               "class archive to build. Install pyspark and Java 17 (make bootstrap does).")
     if target.is_file() and not force:
@@ -120,7 +120,7 @@ def build(*, force: bool = False) -> Path:
                                f"written:\n{done.stderr[-3000:]}")
         shutil.move(str(recording), target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
-        target.with_suffix(".home").write_text(str(spark_home().resolve()))
+        target.with_suffix(".home").write_text(str(home.resolve()))
     _remove_orphaned_archives(target.parent)
     return target
 

@@ -27,7 +27,9 @@ CONNECTION_UI_FIELD_BEHAVIOUR: dict[str, Any] = {
 }
 
 
-def _string_field(label: str, description: str, *, enum: list[str] | None = None, default: str | None = None) -> dict[str, Any]:
+def _string_field(
+    label: str, description: str, *, enum: list[str] | None = None, default: str | None = None
+) -> dict[str, Any]:
     schema: dict[str, Any] = {"type": ["string", "null"]}
     if enum:
         schema["enum"] = enum
@@ -48,7 +50,8 @@ CONNECTION_FIELDS: dict[str, Any] = {
     ),
     "warehouse": _string_field("Warehouse", "Root location of table data, e.g. file:///data/warehouse or s3://bucket/wh."),
     "properties": _string_field("Catalog properties (JSON)", "Extra catalog properties given to PyIceberg and Spark."),
-    "spark_properties": _string_field("Spark-only catalog properties (JSON)", "Extra catalog properties for Spark only."),
+    "spark_properties": _string_field("Spark-only catalog properties (JSON)",
+                                      "Extra catalog properties for Spark only."),
     "pyiceberg_properties": _string_field("PyIceberg-only properties (JSON)", "Extra properties for PyIceberg only."),
     "spark_conf": _string_field("Spark configuration (JSON)", "Raw Spark settings, e.g. spark.hadoop.fs.s3a.endpoint."),
     "spark_jars": _string_field("Extra jars", "Comma-separated jar paths added to every job (e.g. cloud bundles)."),

@@ -50,7 +50,8 @@ class SparkLine:
 
 # Iceberg 1.12 ships Spark runtimes for 3.5, 4.0 and 4.1 (none for 4.2: the 4.1 runtime fails there).
 SPARK_LINES = {
-    "3.5": SparkLine("3.5", "2.12", ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")),
+    "3.5": SparkLine("3.5", "2.12",
+                     ("org.apache.hadoop:hadoop-aws:3.3.4", "com.amazonaws:aws-java-sdk-bundle:1.12.262")),
     "4.0": SparkLine("4.0", "2.13", ("org.apache.hadoop:hadoop-aws:3.4.1", "software.amazon.awssdk:bundle:2.24.6")),
     "4.1": SparkLine("4.1", "2.13", ("org.apache.hadoop:hadoop-aws:3.4.2", "software.amazon.awssdk:bundle:2.29.52")),
 }

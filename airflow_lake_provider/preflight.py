@@ -13,10 +13,16 @@ No Airflow import; PyIceberg and PyArrow are imported where used.
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 from urllib.parse import urlsplit
 
 from airflow_lake_provider.exceptions import LakeConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Callable
+
+    from requests import PreparedRequest, Response
+    from requests.adapters import HTTPAdapter
 
 #: (connect, read) seconds for every request to a REST catalog once it is open.
 REST_TIMEOUT = (10.0, 120.0)
@@ -34,18 +40,27 @@ _KIND_NAMES = {"rest": "REST", "sql": "SQL", "hive": "Hive"}
 _S3_NO_BUCKET = ("NoSuchBucket", "NO_SUCH_BUCKET")
 
 
-def _bounded_session_class():
+def _bounded_session_class() -> Callable[[Any], HTTPAdapter]:
+    """An ``HTTPAdapter`` class, made with a catalog, that gives every request the catalog's timeout."""
     from requests.adapters import HTTPAdapter
 
     class _TimeoutAdapter(HTTPAdapter):
-        def __init__(self, catalog) -> None:
+        def __init__(self, catalog: Any) -> None:
             super().__init__()
             self._catalog = catalog
 
-        def send(self, request, **kwargs):  # noqa: D401 - requests' signature
-            if kwargs.get("timeout") is None:
-                kwargs["timeout"] = getattr(self._catalog, "_lake_timeout", REST_OPEN_TIMEOUT)
-            return super().send(request, **kwargs)
+        def send(
+            self,
+            request: PreparedRequest,
+            stream: bool = False,
+            timeout: float | tuple[float | None, float | None] | None = None,
+            verify: bool | str = True,
+            cert: str | tuple[str, str] | None = None,
+            proxies: dict[str, str] | None = None,
+        ) -> Response:
+            if timeout is None:
+                timeout = getattr(self._catalog, "_lake_timeout", REST_OPEN_TIMEOUT)
+            return super().send(request, stream=stream, timeout=timeout, verify=verify, cert=cert, proxies=proxies)
 
     return _TimeoutAdapter
 
@@ -142,13 +157,10 @@ def describe_catalog_error(kind: str, name: str, uri: str, warehouse: str | None
     """One sentence for a catalog that cannot be opened or listed, or ``None`` when the error
     is not one this module knows (the caller keeps its own message)."""
     from pyiceberg import exceptions as ice
+    from requests import exceptions as http  # PyIceberg requires requests
 
-    try:
-        from requests import exceptions as http
-    except ImportError:  # pragma: no cover - requests comes with PyIceberg
-        http = None
     what = f"the {_KIND_NAMES.get(kind, kind)} catalog {name!r} at {uri}"
-    if http is not None and isinstance(error, (http.ConnectionError, http.Timeout)):
+    if isinstance(error, (http.ConnectionError, http.Timeout)):
         return (f"Cannot reach {what} ({_unreachable_reason(error)}). Check the connection's Host (the catalog's "
                 "base URI, e.g. http://HOST:8181) and that the catalog server is running and reachable from this "
                 "worker.")
@@ -204,8 +216,8 @@ def check_s3_bucket(properties: dict[str, str], location: str) -> None:
                               f"Cannot read {location}: {_server_message(error)}") from None
     if info.type == FileType.NotFound:
         raise LakeConfigError(f"Bucket {bucket!r} does not exist on the S3 endpoint "
-                              f"{properties.get('s3.endpoint') or '(AWS)'} (warehouse {location}). Create the bucket, or "
-                              "set the connection's warehouse to one that exists.")
+                              f"{properties.get('s3.endpoint') or '(AWS)'} (warehouse {location}). Create the "
+                              "bucket, or set the connection's warehouse to one that exists.")
 
 
 def check_readable(io, location: str) -> None:

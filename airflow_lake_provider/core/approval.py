@@ -18,11 +18,14 @@ from __future__ import annotations
 import dataclasses
 import hashlib
 from collections.abc import Iterable, Mapping, Sequence
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_lake_provider.core.coercion import is_none
 from airflow_lake_provider.core.contracts import Contract
 from airflow_lake_provider.exceptions import LakeConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 #: How many snapshot IDs and file paths the body lists before "and N more".
 LISTED_IN_BODY = 20
@@ -187,22 +190,22 @@ def approval_body(preview: DeletionPreview, threshold: DeletionThreshold, *, lis
     lines = [
         f"**{preview.step.capitalize()}** of `{preview.table}` would delete:",
         "",
-        f"- **{len(preview.snapshot_ids)} snapshots**, and with them {preview.snapshot_file_count} data and delete "
-        f"files ({human_bytes(preview.snapshot_bytes)}) no remaining snapshot needs, and "
-        f"{preview.metadata_file_count} manifests and manifest lists",
+        (f"- **{len(preview.snapshot_ids)} snapshots**, and with them {preview.snapshot_file_count} data and delete "
+         f"files ({human_bytes(preview.snapshot_bytes)}) no remaining snapshot needs, and "
+         f"{preview.metadata_file_count} manifests and manifest lists"),
     ]
     if preview.step == "clean":
         lines.append(f"- **{preview.orphan_file_count} orphan files** ({human_bytes(preview.orphan_bytes)} "
                      f"for the {len(preview.orphan_files)} listed) that no snapshot, tag or branch references")
     lines += [
-        f"- in all {preview.file_count} files, {human_bytes(preview.byte_count)}: {preview.share:.1%} of the "
-        f"{human_bytes(preview.live_bytes)} the table's {preview.live_file_count} live files hold",
+        (f"- in all {preview.file_count} files, {human_bytes(preview.byte_count)}: {preview.share:.1%} of the "
+         f"{human_bytes(preview.live_bytes)} the table's {preview.live_file_count} live files hold"),
         "",
-        f"It asks because {'; '.join(approval_needed(threshold, preview)) or 'nothing (under the threshold)'} "
-        f"(unattended up to {threshold.describe()}).",
+        (f"It asks because {'; '.join(approval_needed(threshold, preview)) or 'nothing (under the threshold)'} "
+         f"(unattended up to {threshold.describe()})."),
         "",
-        "**Approve** deletes exactly what is listed here (anything the table adds meanwhile waits for the next "
-        "run); **Reject** deletes nothing and skips the rest of the group's deletions in this run.",
+        ("**Approve** deletes exactly what is listed here (anything the table adds meanwhile waits for the next "
+         "run); **Reject** deletes nothing and skips the rest of the group's deletions in this run."),
     ]
     if preview.snapshot_ids:
         lines += ["", "Snapshots:", ""]
@@ -290,7 +293,7 @@ class FilesOnlyIn:
     metadata_files: int
 
 
-def files_only_in(table: Any, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
+def files_only_in(table: Table, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
     """What Iceberg deletes when it expires ``snapshot_ids`` of the PyIceberg ``table``.
 
     A content file goes when a manifest of an expired snapshot lists it live (added or existing)
@@ -332,7 +335,7 @@ def files_only_in(table: Any, snapshot_ids: Iterable[int]) -> FilesOnlyIn:
     return FilesOnlyIn(dict(sorted(only_gone.items())), metadata)
 
 
-def live_totals(table: Any) -> tuple[int, int]:
+def live_totals(table: Table) -> tuple[int, int]:
     """The current snapshot's live content files: (count, bytes)."""
     snapshot = table.current_snapshot()
     count = size = 0

@@ -3,8 +3,8 @@
 Pure: no Spark. The rewrite job (``jobs/rewrite.py``) asks :func:`position_delete_rewrite_blocked`
 before it calls ``rewritePositionDeletes``, :func:`position_delete_rewrite_bug` when that call
 failed, and :func:`dangling_delete_removal_unsafe` before it lets Iceberg's ``remove-dangling-deletes``
-run on a table with equality deletes. What it does instead (drop the delete files no live data file needs, from metadata) is
-``jobs/dangling_deletes.py``.
+run on a table with equality deletes. What it does instead (drop the delete files no live data
+file needs, from metadata) is ``jobs/dangling_deletes.py``.
 """
 
 from __future__ import annotations

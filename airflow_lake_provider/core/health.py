@@ -17,7 +17,7 @@ from __future__ import annotations
 import math
 import time
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.core.coercion import is_none, whole_number
 from airflow_lake_provider.core.coercion import number as coerced_number
@@ -27,6 +27,12 @@ from airflow_lake_provider.core.planning import (
     table_file_sizes,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
+
+if TYPE_CHECKING:
+    from collections.abc import Iterable
+
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 DEFAULT_MAX_SNAPSHOT_AGE_MS = 5 * 24 * 3600 * 1000  # Iceberg's history.expire.max-snapshot-age-ms
 
@@ -220,7 +226,7 @@ class TableHealth(_Figures):
         }
 
 
-def _file_stats(table, snapshot, small_limit: int):
+def _file_stats(table: Table, snapshot: Snapshot | None, small_limit: int):
     """Figures of the live files of ``snapshot``: the table's, per partition (by :func:`partition_id`,
     with its JSON values), and the number of manifests read."""
     specs = table.specs()
@@ -233,7 +239,8 @@ def _file_stats(table, snapshot, small_limit: int):
         for entry in manifest.fetch_manifest_entry(table.io, discard_deleted=True):
             data_file = entry.data_file
             total.add(data_file, small_limit)
-            raw = (data_file.spec_id, tuple(data_file.partition))
+            # A partition Record iterates by index (__getitem__/__len__); its type does not say so.
+            raw = (data_file.spec_id, tuple(cast("Iterable[Any]", data_file.partition)))
             if raw not in seen:
                 partition = partition_values((f.name for f in specs[data_file.spec_id].fields), raw[1])
                 seen[raw] = per_partition.setdefault(partition_id(data_file.spec_id, partition),
@@ -242,7 +249,7 @@ def _file_stats(table, snapshot, small_limit: int):
     return total, per_partition, manifests
 
 
-def table_health(table, *, table_name: str = "", now_ms: int | None = None) -> TableHealth:
+def table_health(table: Table, *, table_name: str = "", now_ms: int | None = None) -> TableHealth:
     """Health of a PyIceberg table's current snapshot, from its manifests only."""
     now_ms = int(time.time() * 1000) if now_ms is None else now_ms
     properties = dict(table.properties)
@@ -305,7 +312,8 @@ def score_parts(health: TableHealth) -> list[ScorePart]:
                         f"weighted ratio {health.weighted_delete_ratio:.2%}")
         parts.append(ScorePart(
             f"{health.delete_records:,} deleted rows in {health.delete_files} delete files against "
-            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}{equality}) are applied on every read",
+            f"{health.records:,} data rows (delete ratio {health.delete_ratio:.2%}{equality}) are applied on "
+            "every read",
             penalty))
     penalty = _per_step(health.snapshots, SNAPSHOTS_FREE, SNAPSHOTS_PER_POINT, SNAPSHOTS_MAX_PENALTY)
     if penalty:
@@ -349,7 +357,7 @@ def check_threshold(name: str, value: Any) -> int | float:
             raise refusal
         if kind == "score" and float(number).is_integer():
             number = int(number)
-    if kind == "ratio" and not lowest < number <= highest:
+    if kind == "ratio" and not 0 < number <= 1:
         raise LakeConfigError(
             f"{name} must be a ratio above 0 and at most 1 (delete records per data record, e.g. 0.05 for 5%); "
             f"got {value!r}."

@@ -6,13 +6,17 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Any
+from itertools import pairwise
+from typing import TYPE_CHECKING, Any
 
-from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
+from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.maintenance_need import is_maintenance_commit
 from airflow_lake_provider.core.planning import table_file_sizes
 from airflow_lake_provider.core.snapshots import ancestry, parent_of
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 # Histogram buckets: powers of two of the target file size, from 1/64 of it to 2x and more.
 BUCKET_SHARES = (1 / 64, 1 / 16, 1 / 4, 1 / 2, 3 / 4, 1.5)
@@ -41,8 +45,7 @@ def _size(number: float) -> str:
 def size_histogram(sizes: list[int], target: int) -> Histogram:
     """Counts of ``sizes`` per bucket relative to the ``target`` file size."""
     edges = [int(target * share) for share in BUCKET_SHARES]
-    labels = [f"< {_size(edges[0])}"] + [f"{_size(a)}-{_size(b)}" for a, b in zip(edges, edges[1:])] + \
-        [f">= {_size(edges[-1])}"]
+    labels = [f"< {_size(edges[0])}", *(f"{_size(a)}-{_size(b)}" for a, b in pairwise(edges)), f">= {_size(edges[-1])}"]
     counts = [0] * (len(edges) + 1)
     for size in sizes:
         counts[sum(1 for edge in edges if size >= edge)] += 1
@@ -64,16 +67,17 @@ class MaintenanceCommit:
     removed_delete_files: int
 
 
-def maintenance_commits(table: Any, limit: int = 10) -> list[MaintenanceCommit]:
+def maintenance_commits(table: Table, limit: int = 10) -> list[MaintenanceCommit]:
     """The table's last maintenance commits on main, newest first (from ``airflow.*`` summary properties)."""
     found = []
     for snapshot in ancestry(table) if table.current_snapshot() is not None else ():
-        if not is_maintenance_commit(snapshot):
-            continue
         summary = snapshot.summary
+        if summary is None or not is_maintenance_commit(snapshot):
+            continue
         found.append(MaintenanceCommit(
             snapshot_id=snapshot.snapshot_id, timestamp_ms=snapshot.timestamp_ms,
-            dag_id=summary.get(f"{RUN_PROPERTY_PREFIX}dag-id", ""), run_id=summary.get(f"{RUN_PROPERTY_PREFIX}run-id", ""),
+            dag_id=summary.get(f"{RUN_PROPERTY_PREFIX}dag-id", ""),
+            run_id=summary.get(f"{RUN_PROPERTY_PREFIX}run-id", ""),
             task_id=summary.get(f"{RUN_PROPERTY_PREFIX}task-id", ""), operation=str(summary.operation.value),
             removed_data_files=int(summary.get("deleted-data-files") or 0),
             added_data_files=int(summary.get("added-data-files") or 0),
@@ -84,7 +88,7 @@ def maintenance_commits(table: Any, limit: int = 10) -> list[MaintenanceCommit]:
     return found
 
 
-def _data_file_sizes(table: Any, snapshot_id: int) -> list[int]:
+def _data_file_sizes(table: Table, snapshot_id: int) -> list[int]:
     files = table.inspect.data_files(snapshot_id=snapshot_id)
     return [int(size) for size in files.column("file_size_in_bytes").to_pylist()]
 
@@ -117,7 +121,7 @@ class TableReport:
         return "unhealthy" if self.score < 70 else "fair" if self.score < 90 else "healthy"
 
 
-def table_report(table: Any, *, table_name: str, lake_conn_id: str) -> TableReport:
+def table_report(table: Table, *, table_name: str, lake_conn_id: str) -> TableReport:
     """Measure one table from its metadata (PyIceberg only)."""
     health = table_health(table, table_name=table_name)
     report = TableReport(table=table_name, lake_conn_id=lake_conn_id, score=health.score,

@@ -141,7 +141,8 @@ class Lease(Contract):
             lease = cls.from_json({**data, "table": table})
         except (ValueError, LakeConfigError, TypeError):
             return None
-        if not isinstance(lease.token, str) or not _TOKEN.match(lease.token) or not isinstance(lease.expires_at_ms, int):
+        if (not isinstance(lease.token, str) or not _TOKEN.match(lease.token)
+                or not isinstance(lease.expires_at_ms, int)):
             return None
         return lease
 
@@ -173,7 +174,8 @@ class LeaseSettings:
                                   f"another run holds the table's lease); got {on_busy!r}.")
         timeout = number(wait_timeout_seconds, "lease_wait_timeout_seconds")
         if not timeout >= 0:
-            raise LakeConfigError(f"lease_wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
+            raise LakeConfigError(
+                f"lease_wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
         poke = number(poke_interval_seconds, "lease_poke_interval_seconds")
         if not poke > 0:
             raise LakeConfigError(f"lease_poke_interval_seconds must be more than 0 seconds; "
@@ -274,9 +276,12 @@ def held_by(state: LeaseState, lease: Lease) -> str | None:
         return None
     record = state.record
     if record is not None and state.consistent:
-        how = (f"it expired at {lease.expires_at} and {record.holder} took it over" if record.took_over_from == lease.holder
-               else f"it was released or taken over, and {record.holder} holds it now")
-        return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: {how} (until {record.expires_at})."
+        if record.took_over_from == lease.holder:
+            how = f"it expired at {lease.expires_at} and {record.holder} took it over"
+        else:
+            how = f"it was released or taken over, and {record.holder} holds it now"
+        return (f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: {how} "
+                f"(until {record.expires_at}).")
     if not state.held:
         return f"This run ({lease.holder}) no longer holds the maintenance lease on {table}: it was released."
     return broken_sentence(state)

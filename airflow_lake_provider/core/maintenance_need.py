@@ -11,7 +11,7 @@ Pure logic over PyIceberg metadata: no Airflow, no Spark.
 from __future__ import annotations
 
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import is_none, whole_number
 from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
@@ -19,13 +19,18 @@ from airflow_lake_provider.core.health import HealthThresholds, TableHealth, par
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError
 
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
-def is_maintenance_commit(snapshot: Any) -> bool:
+
+def is_maintenance_commit(snapshot: Snapshot) -> bool:
     summary = snapshot.summary
-    return summary is not None and any(str(key).startswith(RUN_PROPERTY_PREFIX) for key in summary.additional_properties)
+    return summary is not None and any(
+        str(key).startswith(RUN_PROPERTY_PREFIX) for key in summary.additional_properties)
 
 
-def commits_since_maintenance(table: Any) -> tuple[int, int | None]:
+def commits_since_maintenance(table: Table) -> tuple[int, int | None]:
     """Commits on main after the last maintenance commit, and that commit's snapshot ID.
 
     With no maintenance commit in the (unexpired) history every commit counts, and the ID is ``None``.
@@ -77,8 +82,9 @@ class MaintenanceNeed:
         return found
 
 
-def assess(table: Any, need: MaintenanceNeed, *, table_name: str) -> dict[str, Any]:
-    """The table's need now: ``{snapshot_id, reasons, score, commits_since_maintenance, last_maintenance_snapshot_id}``."""
+def assess(table: Table, need: MaintenanceNeed, *, table_name: str) -> dict[str, Any]:
+    """The table's need now: ``{snapshot_id, reasons, score, commits_since_maintenance,
+    last_maintenance_snapshot_id}``."""
     health = table_health(table, table_name=table_name)
     commits, last = commits_since_maintenance(table)
     return {"table": table_name, "snapshot_id": health.snapshot_id, "reasons": need.reasons(health, commits),

@@ -25,7 +25,10 @@ from __future__ import annotations
 
 import decimal
 import uuid
-from typing import Any
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 SPEC_COLUMN = "spec_id"
 PARTITION_COLUMN = "part"
@@ -117,7 +120,7 @@ def to_spark_sql(expr: Any) -> str:
     raise ValueError(f"Cannot translate {expr!r} to Spark SQL.")
 
 
-def spark_partition_predicates(table: Any, row_filter: Any) -> dict[str, str] | None:
+def spark_partition_predicates(table: Table, row_filter: Any) -> dict[str, str] | None:
     """``{"inclusive", "strict"}`` Spark SQL predicates over ``spec_id`` and ``part`` for every spec
     of ``table``; ``None`` when ``row_filter`` selects everything."""
     from pyiceberg.expressions import AlwaysTrue

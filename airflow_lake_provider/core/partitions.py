@@ -44,8 +44,9 @@ def json_value(value: Any) -> Any:
 
 
 def partition_values(field_names: Iterable[str], values: Iterable[Any]) -> dict[str, Any]:
-    """``{field name: JSON value}`` of one partition, from its spec's field names and its values in order."""
-    return {name: json_value(value) for name, value in zip(field_names, values)}
+    """``{field name: JSON value}`` of one partition, from its spec's field names and its values in order
+    (as many values as names: a mismatch raises ``ValueError``)."""
+    return {name: json_value(value) for name, value in zip(field_names, values, strict=True)}
 
 
 def partition_key(partition: Mapping[str, Any]) -> str:

@@ -34,7 +34,7 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, fields, replace
-from typing import Any, NamedTuple
+from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow_lake_provider.core.contracts import (
     PlanBudget,
@@ -52,6 +52,9 @@ from airflow_lake_provider.exceptions import (
     LakePlanRefused,
     LakeSnapshotError,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 #: Iceberg's ``TableProperties.WRITE_TARGET_FILE_SIZE_BYTES(_DEFAULT)``.
 WRITE_TARGET_FILE_SIZE_PROPERTY = "write.target-file-size-bytes"
@@ -186,31 +189,38 @@ class RewriteOptions:
             problems.append(f"rewrite_all must be true or false; got {self.rewrite_all!r}.")
 
         if not problems:  # the size relations only make sense between valid numbers
-            r = self.resolved()
-            if r.min_file_size_bytes >= r.target_file_size_bytes:
+            target = self.target_file_size_bytes
+            if self.min_size >= target:
                 problems.append(
-                    f"min_file_size_bytes ({r.min_file_size_bytes}) must be smaller than target_file_size_bytes "
-                    f"({r.target_file_size_bytes}): every new file would be below the minimum and rewritten again."
+                    f"min_file_size_bytes ({self.min_size}) must be smaller than target_file_size_bytes "
+                    f"({target}): every new file would be below the minimum and rewritten again."
                 )
-            if r.max_file_size_bytes <= r.target_file_size_bytes:
+            if self.max_size <= target:
                 problems.append(
-                    f"max_file_size_bytes ({r.max_file_size_bytes}) must be larger than target_file_size_bytes "
-                    f"({r.target_file_size_bytes}): every new file would be above the maximum and rewritten again."
+                    f"max_file_size_bytes ({self.max_size}) must be larger than target_file_size_bytes "
+                    f"({target}): every new file would be above the maximum and rewritten again."
                 )
         if problems:
             raise LakeConfigError("Invalid rewrite options: " + " ".join(problems))
 
     def resolved(self) -> RewriteOptions:
         """A copy with min/max file sizes filled in as Iceberg derives them from the target."""
-        target = self.target_file_size_bytes
-        min_size = self.min_file_size_bytes
-        max_size = self.max_file_size_bytes
-        # Java: (long) (target * ratio) -- double multiply, then truncate; Python floats are doubles.
-        if min_size is None:
-            min_size = int(target * MIN_FILE_SIZE_DEFAULT_RATIO)
-        if max_size is None:
-            max_size = int(target * MAX_FILE_SIZE_DEFAULT_RATIO)
-        return replace(self, min_file_size_bytes=min_size, max_file_size_bytes=max_size)
+        return replace(self, min_file_size_bytes=self.min_size, max_file_size_bytes=self.max_size)
+
+    # Java: (long) (target * ratio) -- double multiply, then truncate; Python floats are doubles.
+    @property
+    def min_size(self) -> int:
+        """``min_file_size_bytes``, or Iceberg's default derived from the target when it is ``None``."""
+        if self.min_file_size_bytes is None:
+            return int(self.target_file_size_bytes * MIN_FILE_SIZE_DEFAULT_RATIO)
+        return self.min_file_size_bytes
+
+    @property
+    def max_size(self) -> int:
+        """``max_file_size_bytes``, or Iceberg's default derived from the target when it is ``None``."""
+        if self.max_file_size_bytes is None:
+            return int(self.target_file_size_bytes * MAX_FILE_SIZE_DEFAULT_RATIO)
+        return self.max_file_size_bytes
 
     # -- conversions --------------------------------------------------------------------------
 
@@ -264,7 +274,8 @@ class RewriteOptions:
         names = {f.name for f in fields(cls)}
         unknown = sorted(set(overrides) - names)
         if unknown:
-            raise LakeConfigError(f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
+            raise LakeConfigError(
+                f"Unknown rewrite option(s): {', '.join(unknown)}. Known: {', '.join(sorted(names))}.")
         return {k: v for k, v in overrides.items() if v is not None}
 
     def merged(self, **overrides: Any) -> RewriteOptions:
@@ -324,8 +335,8 @@ def table_file_sizes(properties: Mapping[str, str]) -> TableFileSizes:
     One owner for these defaults: the planner's candidates and the health report's "small files"
     are the same files.
     """
-    options = RewriteOptions.from_table_properties(properties).resolved()
-    return TableFileSizes(options.target_file_size_bytes, options.min_file_size_bytes, options.max_file_size_bytes)
+    options = RewriteOptions.from_table_properties(properties)
+    return TableFileSizes(options.target_file_size_bytes, options.min_size, options.max_size)
 
 
 # --------------------------------------------------------------------------------------------
@@ -335,8 +346,7 @@ def table_file_sizes(properties: Mapping[str, str]) -> TableFileSizes:
 
 def write_max_file_size(options: RewriteOptions) -> int:
     """Iceberg's ``writeMaxFileSize``: target plus half the way to max (Java double, truncated)."""
-    r = options.resolved()
-    target, max_size = r.target_file_size_bytes, r.max_file_size_bytes
+    target, max_size = options.target_file_size_bytes, options.max_size
     return int(float(target) + float(max_size - target) * 0.5)
 
 
@@ -346,8 +356,7 @@ def expected_output_files(input_size: int, options: RewriteOptions) -> int:
     Rounds down (spreading the remainder over the other files) unless the remainder is itself
     a valid file (``> min``) or spreading it makes files 10% above target / above the write max.
     """
-    r = options.resolved()
-    target, min_size = r.target_file_size_bytes, r.min_file_size_bytes
+    target, min_size = options.target_file_size_bytes, options.min_size
     if input_size < target:
         return 1
     with_remainder = -(-input_size // target)  # ceiling
@@ -355,7 +364,7 @@ def expected_output_files(input_size: int, options: RewriteOptions) -> int:
     avg_without_remainder = input_size // without_remainder
     if input_size % target > min_size:
         return with_remainder
-    if float(avg_without_remainder) < min(1.1 * target, float(write_max_file_size(r))):
+    if float(avg_without_remainder) < min(1.1 * target, float(write_max_file_size(options))):
         return without_remainder
     return with_remainder
 
@@ -374,7 +383,7 @@ def _too_high_delete_ratio(f: DataFileInfo, options: RewriteOptions) -> bool:
 
 
 def _is_candidate(f: DataFileInfo, options: RewriteOptions) -> bool:
-    outside = f.size_bytes < options.min_file_size_bytes or f.size_bytes > options.max_file_size_bytes
+    outside = f.size_bytes < options.min_size or f.size_bytes > options.max_size
     return outside or _too_many_deletes(f, options) or _too_high_delete_ratio(f, options)
 
 
@@ -407,7 +416,7 @@ def _keep_group(group: Sequence[DataFileInfo], options: RewriteOptions) -> bool:
     return (
         (n > 1 and n >= options.min_input_files)  # enoughInputFiles
         or (n > 1 and size > options.target_file_size_bytes)  # enoughContent
-        or size > options.max_file_size_bytes  # tooMuchContent
+        or size > options.max_size  # tooMuchContent
         or any(_too_many_deletes(f, options) for f in group)
         or any(_too_high_delete_ratio(f, options) for f in group)
     )
@@ -589,7 +598,7 @@ def rewrite_partition_of(
     under the current spec's all-null partition (no lumping when ``current_spec_id`` is None)."""
     if current_spec_id is None or f.spec_id == current_spec_id:
         return f.spec_id, f.partition
-    return current_spec_id, {name: None for name in (current_partition_fields or ())}
+    return current_spec_id, dict.fromkeys(current_partition_fields or ())
 
 
 def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, int]:
@@ -723,7 +732,7 @@ def equality_deletes_refusal(table_name: str, snapshot_id: int | None) -> LakePl
     )
 
 
-def parse_partition_filter(table: Any, partition_filter: str | None) -> Any:
+def parse_partition_filter(table: Table, partition_filter: str | None) -> Any:
     """The PyIceberg expression of a filter string (``AlwaysTrue`` when empty), checked against the schema.
 
     An unparsable filter or one naming an unknown column raises :class:`LakeConfigError` here,

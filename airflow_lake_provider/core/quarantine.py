@@ -163,7 +163,9 @@ def checked_run_key(value: object) -> str:
 
 def run_key_time_ms(key: str) -> int:
     """The time a run key was made (epoch ms)."""
-    stamp = _RUN_KEY.match(checked_run_key(key)).group(1)
+    match = _RUN_KEY.match(checked_run_key(key))
+    assert match is not None  # checked_run_key refused anything else
+    stamp = match.group(1)
     moment = datetime.strptime(stamp[:15], "%Y%m%dT%H%M%S").replace(tzinfo=timezone.utc)
     return int(moment.timestamp()) * 1000 + int(stamp[15:])
 

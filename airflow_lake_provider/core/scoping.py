@@ -10,9 +10,13 @@ from __future__ import annotations
 
 import datetime as dt
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from airflow_lake_provider.core.coercion import is_none
 from airflow_lake_provider.exceptions import LakeConfigError
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 TIME_TRANSFORMS = ("hour", "day", "month", "year")
 
@@ -92,7 +96,7 @@ def before_first_day(interval_start: dt.datetime | None, first_day: dt.datetime,
     )
 
 
-def partition_fields_of(table) -> list[PartitionFieldInfo]:
+def partition_fields_of(table: Table) -> list[PartitionFieldInfo]:
     """The current partition spec of a PyIceberg table as :class:`PartitionFieldInfo` tuples."""
     schema = table.schema()
     found = []

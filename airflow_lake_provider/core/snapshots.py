@@ -10,11 +10,21 @@ from __future__ import annotations
 
 from collections.abc import Callable, Iterator
 from itertools import islice
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from airflow_lake_provider.exceptions import LakeSnapshotError
 
-S = TypeVar("S")
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
+
+
+class _HasSnapshotId(Protocol):
+    @property
+    def snapshot_id(self) -> int: ...
+
+
+S = TypeVar("S", bound=_HasSnapshotId)
 
 
 def walk_lineage(snapshot: S | None, parent: Callable[[S], S | None]) -> Iterator[S]:
@@ -31,29 +41,29 @@ def walk_lineage(snapshot: S | None, parent: Callable[[S], S | None]) -> Iterato
         snapshot = parent(snapshot)
 
 
-def ancestry(table, snapshot=None) -> Iterator[Any]:
+def ancestry(table: Table, snapshot: Snapshot | None = None) -> Iterator[Snapshot]:
     """``snapshot`` (default: the current one) and its ancestors in ``table``, newest first.
 
     PyIceberg's ``ancestors_of``: stops at a root or at the first parent already expired.
     """
     from pyiceberg.table.snapshots import ancestors_of
 
-    return ancestors_of(table.current_snapshot() if snapshot is None else snapshot, table.metadata)
+    return iter(ancestors_of(table.current_snapshot() if snapshot is None else snapshot, table.metadata))
 
 
-def main_ancestry(table) -> list[Any]:
+def main_ancestry(table: Table) -> list[Snapshot]:
     """Snapshots of main, newest first (current, parent, grandparent...)."""
     return list(ancestry(table))
 
 
-def parent_of(table, snapshot) -> Any | None:
+def parent_of(table: Table, snapshot: Snapshot | None) -> Snapshot | None:
     """The parent of ``snapshot`` in ``table``; ``None`` for a root or an expired parent."""
     if snapshot is None:
         return None
     return next(islice(ancestry(table, snapshot), 1, None), None)
 
 
-def require_in_lineage(table, snapshot_id: int, *, table_name: str, role: str = "planned") -> None:
+def require_in_lineage(table: Table, snapshot_id: int, *, table_name: str, role: str = "planned") -> None:
     """Fail unless ``snapshot_id`` is the current snapshot of main or one of its ancestors."""
     current = table.current_snapshot()
     current_id = current.snapshot_id if current else None
@@ -71,7 +81,7 @@ def require_in_lineage(table, snapshot_id: int, *, table_name: str, role: str = 
         )
 
 
-def commits_tagged(table, properties: dict[str, str], *, after: int | None = None) -> list[Any]:
+def commits_tagged(table: Table, properties: dict[str, str], *, after: int | None = None) -> list[Snapshot]:
     """Main-line snapshots (oldest first) whose summary carries all ``properties``, newer than ``after``."""
     found = []
     for snapshot in main_ancestry(table):
@@ -83,7 +93,7 @@ def commits_tagged(table, properties: dict[str, str], *, after: int | None = Non
     return list(reversed(found))
 
 
-def summary_int(snapshot, key: str) -> int:
+def summary_int(snapshot: Snapshot | None, key: str) -> int:
     """A count from a snapshot's summary (``total-data-files``, ``added-data-files``...); 0 when absent."""
     return summary_total(snapshot.summary if snapshot is not None else None, key)
 
@@ -93,7 +103,7 @@ def summary_total(summary: Any, key: str) -> int:
     return int((summary.get(key) if summary is not None else None) or 0)
 
 
-def has_equality_deletes(table, snapshot=None) -> bool:
+def has_equality_deletes(table: Table, snapshot: Snapshot | None = None) -> bool:
     """Whether ``snapshot`` (default: the current one) holds live equality delete files.
 
     From the summary's ``total-equality-deletes`` when the writer kept it; otherwise from the
@@ -103,9 +113,9 @@ def has_equality_deletes(table, snapshot=None) -> bool:
     snapshot = table.current_snapshot() if snapshot is None else snapshot
     if snapshot is None:
         return False
-    summary = snapshot.summary
-    if summary is not None and summary.get("total-equality-deletes") is not None:
-        return int(summary["total-equality-deletes"]) > 0
+    total = snapshot.summary.get("total-equality-deletes") if snapshot.summary is not None else None
+    if total is not None:
+        return int(total) > 0
     from pyiceberg.manifest import DataFileContent, ManifestContent
 
     return any(
@@ -115,7 +125,7 @@ def has_equality_deletes(table, snapshot=None) -> bool:
     )
 
 
-def table_state(table) -> dict[str, Any]:
+def table_state(table: Table) -> dict[str, Any]:
     """Headline figures of the current snapshot, from its summary totals (no manifest is read)."""
     current = table.current_snapshot()
     return state_of(current.snapshot_id if current is not None else None,

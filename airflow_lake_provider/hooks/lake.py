@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import json
 from functools import cached_property
-from typing import Any, NoReturn
+from typing import TYPE_CHECKING, Any, NoReturn
 
 from airflow.sdk import BaseHook
 from airflow.sdk.exceptions import AirflowNotFoundException
@@ -41,6 +41,11 @@ from airflow_lake_provider.preflight import (
     pyiceberg_properties,
     rejected_signature,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.catalog import Catalog
+    from pyiceberg.io import FileIO
+    from pyiceberg.table import Table
 
 _INSTALL_HINT = {
     "sql": "pip install 'pyiceberg[sql-sqlite]' (SQLite) or 'pyiceberg[sql-postgres]' (PostgreSQL)",
@@ -143,11 +148,11 @@ class IcebergLakeHook(BaseHook):
 
     # -- the PyIceberg face -----------------------------------------------------------------
     @cached_property
-    def catalog(self):
+    def catalog(self) -> Catalog:
         """The PyIceberg catalog, built once per hook."""
         return self.get_catalog()
 
-    def get_catalog(self):
+    def get_catalog(self) -> Catalog:
         """The PyIceberg catalog, checked before any JVM starts: a REST catalog must answer (every
         request bounded in time), take the credential and know the warehouse; an ``s3://``
         warehouse's bucket must exist and take the key. Each failure is one sentence
@@ -175,7 +180,7 @@ class IcebergLakeHook(BaseHook):
             raise LakeConfigError(
                 f"The {config.kind} catalog needs an optional dependency ({error}): {hint}."
             ) from None
-        except Exception as error:
+        except Exception as error:  # noqa: BLE001 - whatever the catalog raised becomes one LakeConfigError naming it
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
             raise LakeConfigError(sentence or (
                 f"Cannot open catalog {config.name!r} ({config.kind} at {config.uri}): {type(error).__name__}: {error}"
@@ -184,7 +189,7 @@ class IcebergLakeHook(BaseHook):
             check_s3_bucket(props, config.warehouse)
         return catalog
 
-    def load_table(self, table: str | TableIdentifier):
+    def load_table(self, table: str | TableIdentifier) -> Table:
         """The PyIceberg table, or :class:`LakeTableNotFound` naming what exists instead. On S3 the
         storage is asked for the table's metadata file (one request), so a key the store refuses
         fails here, before any JVM, not in the Spark job."""
@@ -289,7 +294,7 @@ class IcebergLakeHook(BaseHook):
                 self.load_table(".".join(tables[0]))
         except (LakeConfigError, LakeTableNotFound) as error:
             return False, str(error)
-        except Exception as error:  # the message is the point: show it to the user
+        except Exception as error:  # noqa: BLE001 - the message is the point: show it to the user
             config = self.config
             sentence = describe_catalog_error(config.kind, config.name, config.uri, config.warehouse, error)
             return False, sentence or f"{type(error).__name__}: {error}"
@@ -307,7 +312,7 @@ class IcebergLakeHook(BaseHook):
         return {key.replace("-", "_"): value for key, value in CONNECTION_UI_FIELD_BEHAVIOUR.items()}
 
 
-def _file_io(properties: dict[str, str], location: str):
+def _file_io(properties: dict[str, str], location: str) -> FileIO:
     from pyiceberg.io import load_file_io
 
     return load_file_io(properties, location)

@@ -17,7 +17,7 @@ from __future__ import annotations
 
 import logging
 import time
-from typing import Any
+from typing import TYPE_CHECKING, Any, Literal, overload
 
 from airflow_lake_provider.core.lease import (
     FENCE_TAG_PREFIX,
@@ -42,6 +42,9 @@ from airflow_lake_provider.core.lease import (
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
 log = logging.getLogger(__name__)
 
 #: Commits refused because the table moved meanwhile are decided again this many times.
@@ -60,7 +63,13 @@ class TableLeaseHook:
 
     # == reading ==
 
-    def load(self, table_name: str, *, create: bool = False) -> tuple[Any, LeaseState]:
+    @overload
+    def load(self, table_name: str, *, create: Literal[True]) -> tuple[Table, LeaseState]: ...
+
+    @overload
+    def load(self, table_name: str, *, create: bool = False) -> tuple[Table | None, LeaseState]: ...
+
+    def load(self, table_name: str, *, create: bool = False) -> tuple[Table | None, LeaseState]:
         """The lease table of ``table_name`` and the lease's state, both from one fresh metadata read.
 
         A lease table that does not exist yet holds no lease: ``(None, free state)``, unless
@@ -79,7 +88,7 @@ class TableLeaseHook:
                 for name, ref in metadata.refs.items()}
         return lease_table, read_state(table_name, refs, metadata.properties, metadata.current_snapshot_id)
 
-    def _create_lease_table(self, table_name: str) -> Any:
+    def _create_lease_table(self, table_name: str) -> Table:
         """Make the lease table of ``table_name``: created with its one row in one commit (tags need a
         snapshot to point at). The maintained table must exist: a typo makes no lease table."""
         import pyarrow as pa
@@ -90,7 +99,7 @@ class TableLeaseHook:
         # there (some catalogs say so with their own error, e.g. a SQL catalog's unique constraint).
         try:
             catalog.create_namespace(LEASE_NAMESPACE, {"comment": "maintenance leases of airflow-lake-provider"})
-        except Exception:  # noqa: BLE001 - re-raised below unless the namespace is there now
+        except Exception:  # re-raised below unless the namespace is there now
             if not catalog.namespace_exists(LEASE_NAMESPACE):
                 raise
         name = lease_table_name(table_name)
@@ -102,7 +111,7 @@ class TableLeaseHook:
                     "write.metadata.delete-after-commit.enabled": "true",
                     "write.metadata.previous-versions-max": "10"}) as txn:
                 txn.append(row)
-        except Exception:  # noqa: BLE001 - re-raised below unless another run made it first
+        except Exception:  # re-raised below unless another run made it first
             if not catalog.table_exists(name):
                 raise
         else:
@@ -125,6 +134,7 @@ class TableLeaseHook:
             if decision.action is Action.BUSY:
                 return None, decision
             if decision.action is Action.ADOPT:
+                assert decision.current is not None  # an ADOPT decision names the lease it adopts
                 adopted = decision.current.replace(ttl_seconds=settings.ttl_seconds)
                 try:
                     return self._renew_on(table, state, adopted), decision
@@ -157,6 +167,7 @@ class TableLeaseHook:
             refusal = held_by(state, lease)
             if refusal:
                 return f"{refusal} Nothing to release."
+            assert table is not None and lease.token is not None  # held_by found its fence tag in the lease table
             requirements = [_ref_is(fence_tag(lease.token), state.fences[lease.token]),
                             _ref_is(LEASE_TAG, state.lease_tag)]
             updates = [*_remove_refs([fence_tag(lease.token), LEASE_TAG]), _remove_property()]
@@ -167,11 +178,12 @@ class TableLeaseHook:
 
     # == internals ==
 
-    def _take(self, table: Any, state: LeaseState, holder: str, settings: LeaseSettings) -> Lease | None:
+    def _take(self, table: Table, state: LeaseState, holder: str, settings: LeaseSettings) -> Lease | None:
         """One commit taking a free or expired lease as ``state`` (read from ``table``) shows it;
         ``None`` when the catalog refused it (the table moved, or another run took it first)."""
-        old = state.record.token if state.held else None
-        taken = new_lease(state.table, holder, settings, now_ms(), took_over_from=state.record if old else None)
+        record = state.record if state.held else None
+        old = record.token if record is not None else None
+        taken = new_lease(state.table, holder, settings, now_ms(), took_over_from=record if old else None)
         if old is None:  # free: the lease tag must still be absent
             requirements, removals = [_ref_is(LEASE_TAG, None)], []
         else:  # expired: the old holder's fence tag must still be where it was read; it goes
@@ -182,10 +194,11 @@ class TableLeaseHook:
             return taken
         return None
 
-    def _renew_on(self, table: Any, state: LeaseState, lease: Lease) -> Lease:
+    def _renew_on(self, table: Table | None, state: LeaseState, lease: Lease) -> Lease:
         refusal = held_by(state, lease)
         if refusal:
             raise LeaseLost(refusal)
+        assert table is not None and lease.token is not None  # held_by found its fence tag in the lease table
         extended = renewed(lease, now_ms())
         requirements = [_ref_is(fence_tag(lease.token), state.fences[lease.token]), _ref_is(LEASE_TAG, state.lease_tag)]
         if not self._commit(table, requirements, [_set_property(extended)]):
@@ -194,7 +207,7 @@ class TableLeaseHook:
             raise LeaseLost(held_by(self.load(lease.table)[1], lease) or f"The lease on {lease.table} changed hands.")
         return extended
 
-    def _commit(self, table: Any, requirements: list[Any], updates: list[Any]) -> bool:
+    def _commit(self, table: Table, requirements: list[Any], updates: list[Any]) -> bool:
         """One atomic commit; ``False`` when the catalog refused it (a requirement failed or the table moved)."""
         from pyiceberg.exceptions import CommitFailedException
 
@@ -244,8 +257,12 @@ def _lease_updates(lease: Lease, snapshot_id: int | None) -> list[Any]:
     from pyiceberg.table.refs import SnapshotRefType
     from pyiceberg.table.update import SetSnapshotRefUpdate
 
+    assert lease.token is not None  # new_lease makes one
+    # max_snapshot_age_ms and min_snapshots_to_keep (branch settings) spelt out: the pydantic mypy plugin
+    # misses the defaults PyIceberg gives them inside Annotated[...].
     tags = [SetSnapshotRefUpdate(ref_name=name, type=SnapshotRefType.TAG, snapshot_id=snapshot_id,
-                                 max_ref_age_ms=LEASE_TAG_MAX_REF_AGE_MS)
+                                 max_ref_age_ms=LEASE_TAG_MAX_REF_AGE_MS, max_snapshot_age_ms=None,
+                                 min_snapshots_to_keep=None)
             for name in (LEASE_TAG, fence_tag(lease.token))]
     return [*tags, _set_property(lease)]
 

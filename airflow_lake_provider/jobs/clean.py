@@ -41,7 +41,7 @@ def _noop_consumer(spark):
     ensure_callback_server_started(gateway)
 
     class KeepFile:
-        def accept(self, location):  # noqa: D401 - Java interface method
+        def accept(self, location):
             return None
 
         class Java:
@@ -50,8 +50,8 @@ def _noop_consumer(spark):
     return KeepFile()
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = CleanJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = CleanJobArgs.from_json(raw_args).validate()
     jtable = iceberg.load_table(spark, catalog, args.table)
     location = str(jtable.location())
     root = quarantine_root(location, args.table, args.quarantine_location)
@@ -129,7 +129,8 @@ def _lists_through_its_file_io(spark, jtable) -> bool:
         return False
     jvm = spark.sparkContext._jvm
     loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # Iceberg's classes live in Spark's loader
-    return bool(jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader).isInstance(io))
+    prefix_operations = jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader)
+    return bool(prefix_operations.isInstance(io))
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:

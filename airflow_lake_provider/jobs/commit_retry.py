@@ -57,7 +57,7 @@ def retrying(stage, *, label: str, jtable, attempts: list[dict[str, Any]], max_a
                   "starting_snapshot_id": int(start.snapshotId()) if start is not None else None}
         try:
             value, outcome, unfinished = stage()
-        except Exception as failure:  # noqa: BLE001 - only conflicts are retried, the rest re-raised
+        except Exception as failure:  # only conflicts are retried, the rest re-raised
             reason = conflict_reason(failure)
             if reason is None:
                 raise

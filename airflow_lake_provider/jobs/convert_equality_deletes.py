@@ -143,7 +143,7 @@ def affected_data_files(spark, jtable, snapshot_id: int) -> dict[str, AffectedDa
             spec_id = int(data_file.specId())
             if spec_id not in specs:
                 specs[spec_id] = jtable.specs().get(spec_id)
-            scoped = [d for d, kind in zip(deletes, contents)
+            scoped = [d for d, kind in zip(deletes, contents, strict=True)
                       if kind == POSITION_DELETES and str(file_util.referencedDataFileLocation(d) or "") == path]
             affected[path] = AffectedDataFile(path, int(data_file.recordCount()), specs[spec_id],
                                               data_file.partition(), scoped)
@@ -246,7 +246,8 @@ def write_position_delete_files(spark, jtable, plan: ConversionPlan, operation_i
     written = []
     for path, positions in plan.deleted_positions.items():
         target = plan.affected[path]
-        writer = (jvm.org.apache.iceberg.parquet.Parquet.writeDeletes(factory.newOutputFile(target.spec, target.partition))
+        output_file = factory.newOutputFile(target.spec, target.partition)
+        writer = (jvm.org.apache.iceberg.parquet.Parquet.writeDeletes(output_file)
                   .setAll(jtable.properties())  # the table's Parquet settings (compression...)
                   .withSpec(target.spec).withPartition(target.partition).overwrite()
                   .buildPositionWriter())  # no row schema: (file_path, pos) only
@@ -270,7 +271,7 @@ class _NoPreviousDeletes:
     writer must not merge it again; the old DV is removed in the same commit instead.
     """
 
-    def apply(self, path):  # noqa: D401 - Java interface method
+    def apply(self, path):
         return None
 
     class Java:
@@ -323,8 +324,8 @@ def _delete_quietly(jtable, files: list[Any]) -> None:
             pass
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = ConvertEqualityDeletesJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = ConvertEqualityDeletesJobArgs.from_json(raw_args).validate()
     table_name, dry_run = args.table, args.dry_run
     props = {str(k): str(v) for k, v in args.snapshot_properties.items()}
     props[CONVERT_ID_PROPERTY] = uuid.uuid4().hex

@@ -170,7 +170,7 @@ def drop(spark, catalog: str, table_name: str, jtable, properties: dict[str, str
         "removed_equality_delete_files": 0, "kept_delete_files": found.kept, "snapshot_id": None,
         "seconds": round(time.perf_counter() - started, 3),
     }
-    if not found.files:
+    if not found.files or found.snapshot_id is None:  # files need a snapshot: the two go together
         return report, None
     rewrite = jtable.newRewrite().validateFromSnapshot(found.snapshot_id)
     for delete_file in found.files:

@@ -85,6 +85,6 @@ def expire_snapshot_ids(spark, jtable, args: ExpireJobArgs) -> ExpiryOutcome:
     )
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = ExpireJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = ExpireJobArgs.from_json(raw_args).validate()
     return expire_snapshot_ids(spark, iceberg.load_table(spark, catalog, args.table), args).to_json()

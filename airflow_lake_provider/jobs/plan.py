@@ -191,7 +191,8 @@ def _deletes_per_data_file(rows, *, metric_fields: dict[int, tuple[str, bool]], 
     deletes = rows.where(f"content = {_POSITION_DELETES}").selectExpr(
         "path AS d_path", "spec_id AS d_spec", "to_json(part) AS d_pkey", "seq AS d_seq", "lower", "upper",
         # Counted towards delete-ratio-threshold only when scoped to one file (planning._is_file_scoped).
-        "CASE WHEN referenced IS NOT NULL OR (lower IS NOT NULL AND lower = upper) THEN record_count ELSE 0 END AS d_rows",
+        "CASE WHEN referenced IS NOT NULL OR (lower IS NOT NULL AND lower = upper) THEN record_count ELSE 0 END"
+        " AS d_rows",
         "(lower IS NOT NULL AND upper IS NOT NULL AND lower = upper AND length(lower) > 0) AS by_path",
     )
     by_path = data.join(deletes.where("by_path"), (F.col("path") == F.col("lower")) & (F.col("d_seq") >= F.col("seq")))
@@ -241,15 +242,17 @@ def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptio
         ))
         unaligned += 0 if f["aligned"] else 1
     plan = plan_rewrite(files, options, current_spec_id=current_spec_id, current_partition_fields=current_fields)
-    groups = [(partition_order(g.spec_id, g.partition), g.to_dict(include_files=include_files), sorted(g.delete_file_paths))
-              for g in plan.groups]
+    groups = [
+        (partition_order(g.spec_id, g.partition), g.to_dict(include_files=include_files), sorted(g.delete_file_paths))
+        for g in plan.groups
+    ]
     return groups, unaligned
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     from pyspark.sql import functions as F
 
-    args = SparkPlanJobArgs.from_json(args)
+    args = SparkPlanJobArgs.from_json(raw_args)
     table_name, snapshot_id, include_files = args.table, args.snapshot_id, args.include_files
     options = RewriteOptions.from_iceberg_options(args.options, max_files=args.max_files, max_bytes=args.max_bytes)
     options.validate()
@@ -275,7 +278,8 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                                          with_equality=with_equality)
         data = data.join(deletes, "path", "left")
     else:
-        data = data.selectExpr("*", "CAST(NULL AS ARRAY<STRING>) AS delete_paths", "CAST(NULL AS BIGINT) AS delete_rows")
+        data = data.selectExpr("*", "CAST(NULL AS ARRAY<STRING>) AS delete_paths",
+                               "CAST(NULL AS BIGINT) AS delete_rows")
     # Distribution key: a partition of the current spec, or NULL for all files of other specs
     # (Iceberg lumps those together). Sorting the structs by (manifest, row) restores scan order.
     grouped = data.groupBy(F.expr(f"IF(spec_id = {current_spec_id}, to_json(part), NULL)")).agg(

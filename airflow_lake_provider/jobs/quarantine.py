@@ -245,7 +245,7 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
     key = run_key(now_ms, airflow_run)
     files = [QuarantinedFile(original_path=path, size=status[0], modified_ms=status[1],
                              quarantined_path=quarantined_path(root, key, table_location, path))
-             for path, status in zip(paths, each_in_parallel(storage.status, paths)) if status is not None]
+             for path, status in zip(paths, each_in_parallel(storage.status, paths), strict=True) if status is not None]
     if not files:
         return None
     if storage.exists(run_directory(root, key)):  # its files cannot exist either: the moves need not check each
@@ -261,5 +261,6 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
             f"The store refuses the quarantine manifest at {manifest_location(root, key)} (access denied; a table "
             f"bucket such as S3 Tables takes table files only). No orphan was moved. Set quarantine_location to a "
             f"location the Spark job can write, or quarantine_days=0 to delete orphans at once.") from None
-    each_in_parallel(lambda entry: storage.move(entry.original_path, entry.quarantined_path, target_checked=True), files)
+    each_in_parallel(lambda entry: storage.move(entry.original_path, entry.quarantined_path, target_checked=True),
+                     files)
     return manifest

@@ -27,8 +27,8 @@ NOT_OVERWRITTEN = "the original path exists again: left in quarantine, nothing o
 NOT_IN_QUARANTINE = "not in quarantine: the clean job stopped before moving it, or it was restored already"
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = RestoreQuarantineJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = RestoreQuarantineJobArgs.from_json(raw_args).validate()
     storage = Storage(spark)
     if args.quarantine_run is None:
         root = _root(spark, catalog, args)
@@ -59,8 +59,8 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
         return None
 
     outcomes = each_in_parallel(restore, manifest.files)
-    restored = [entry.original_path for entry, why in zip(manifest.files, outcomes) if why is None]
-    skipped = {entry.original_path: why for entry, why in zip(manifest.files, outcomes) if why is not None}
+    restored = [entry.original_path for entry, why in zip(manifest.files, outcomes, strict=True) if why is None]
+    skipped = {entry.original_path: why for entry, why in zip(manifest.files, outcomes, strict=True) if why is not None}
     return RestoreQuarantineResult(
         table=args.table, quarantine_run=key, quarantine_manifest=manifest_uri,
         restored=restored[:RestoreQuarantineResult.RESTORED_LISTED], restored_count=len(restored),

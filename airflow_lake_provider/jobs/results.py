@@ -53,7 +53,7 @@ def describe_failure(error: BaseException) -> dict[str, Any]:
                 root = root.getCause()
             error_class = root.getClass().getName()
             message = root.getMessage() or java.getMessage() or message
-        except Exception:  # the JVM may already be gone; keep the Python-side text
+        except Exception:  # noqa: BLE001 - the JVM may already be gone; keep the Python-side text
             pass
     else:
         # PySpark's AnalysisException and friends carry a readable first line.

@@ -84,8 +84,8 @@ def _partition_expression(spark, jtable, partitions: Sequence[PlannedPartition])
                 term = exprs.ref(source)
             elif transform in ("year", "month", "day", "hour"):
                 term = getattr(exprs, transform)(source)
-            elif _TRANSFORM.match(transform):
-                kind, width = _TRANSFORM.match(transform).groups()
+            elif match := _TRANSFORM.match(transform):
+                kind, width = match.groups()
                 term = getattr(exprs, kind)(source, int(width))
             else:
                 raise ValueError(f"Cannot filter on partition field {name!r} with transform {transform}")
@@ -208,7 +208,7 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
     if expression is not None:
         action = action.filter(expression)
     result = action.execute()
-    groups = [
+    groups: list[dict[str, Any]] = [
         {
             "partition": _group_path(spark, jtable, group.info()),
             "global_index": int(group.info().globalIndex()),
@@ -218,9 +218,10 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
         }
         for group in result.rewriteResults()
     ]
-    failed = [
+    failed: list[dict[str, Any]] = [
         {"partition": _group_path(spark, jtable, f.info()), "global_index": int(f.info().globalIndex()),
-         "data_files": int(f.dataFilesCount()), "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
+         "data_files": int(f.dataFilesCount()),
+         "reason": "rewrite failed (writing the new files failed; see the Spark log)"}
         for f in result.rewriteFailures()
     ]
     if expected is not None:
@@ -274,8 +275,8 @@ def _refuse_unsafe_dangling_delete_removal(spark, jtable, options: dict[str, str
         raise ValueError(dangling_delete_removal_refused(version))
 
 
-def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
-    args = RewriteJobArgs.from_json(args).validate()
+def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
+    args = RewriteJobArgs.from_json(raw_args).validate()
     table_name = args.table
     props = {**args.snapshot_properties, REWRITE_ID_PROPERTY: uuid.uuid4().hex}
     jtable = iceberg.load_table(spark, catalog, table_name)
@@ -350,7 +351,7 @@ def run(spark, catalog: str, args: dict[str, Any]) -> dict[str, Any]:
                 pd_action = pd_action.filter(expression)
             try:
                 return pd_action.execute(), "committed", None
-            except Exception as failure:  # noqa: BLE001 - only Iceberg's list/map bug is excused
+            except Exception as failure:  # only Iceberg's list/map bug is excused
                 # A ValidationException, but no conflict: trying again would fail the same way.
                 reason = position_delete_rewrite_bug(version, conflict_reason(failure))
                 if reason is None:

@@ -40,8 +40,8 @@ def build_session(spec: dict[str, Any]):
 
     session_conf = dict(spec.get("session_conf") or {})
     builder = SparkSession.builder.appName(spec.get("app_name") or f"lake-{spec['job']}")
-    builder = builder.config("spark.redaction.regex",
-                             redaction_regex(session_conf.pop("spark.redaction.regex", None) or _launch_redaction_regex()))
+    regex = session_conf.pop("spark.redaction.regex", None) or _launch_redaction_regex()
+    builder = builder.config("spark.redaction.regex", redaction_regex(regex))
     for key, value in session_conf.items():
         builder = builder.config(key, value)
     spark = builder.getOrCreate()

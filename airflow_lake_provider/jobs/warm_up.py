@@ -25,12 +25,14 @@ def main(argv: list[str]) -> int:
         spark.sql(f"CREATE NAMESPACE IF NOT EXISTS {catalog}.warm")
         for version in (2, 3):
             table = f"{catalog}.warm.t{version}"
-            spark.sql(f"CREATE TABLE {table} (id BIGINT, day DATE, name STRING, tags MAP<STRING, STRING>) USING iceberg "
+            spark.sql(f"CREATE TABLE {table} (id BIGINT, day DATE, name STRING, tags MAP<STRING, STRING>) "
+                      "USING iceberg "
                       f"PARTITIONED BY (day) TBLPROPERTIES ('format-version'='{version}', "
                       "'write.delete.mode'='merge-on-read', 'write.update.mode'='merge-on-read')")
             for batch in range(4):
                 spark.sql(f"INSERT INTO {table} SELECT id, date_add(DATE'2026-01-01', CAST(id % 2 AS INT)), "
-                          f"CAST(id AS STRING), map('k', CAST(id AS STRING)) FROM range({batch * 50}, {batch * 50 + 50})")
+                          f"CAST(id AS STRING), map('k', CAST(id AS STRING)) "
+                          f"FROM range({batch * 50}, {batch * 50 + 50})")
             spark.sql(f"DELETE FROM {table} WHERE id % 7 = 0")
             spark.sql(f"UPDATE {table} SET name = 'x' WHERE id % 11 = 0")
             name = f"warm.t{version}"

@@ -85,12 +85,12 @@ def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, A
             .where(XComModel.key == "return_value", XComModel.dag_id.in_({d for d, _ in tasks}))
             .order_by(XComModel.timestamp.desc()).limit(RECENT_RESULTS)).all()
     for dag_id, run_id, task_id, when, raw in rows:
-        conn = tasks.get((dag_id, task_id))
-        if conn is None:
+        task_conn = tasks.get((dag_id, task_id))
+        if task_conn is None:
             continue
         value = XComModel.deserialize_value(type("Row", (), {"value": raw})())
         for result in table_results(value):  # a fleet step's value lists one result per table
-            tables.setdefault((result["table"], conn), []).append(
+            tables.setdefault((result["table"], task_conn), []).append(
                 {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": when, "value": result})
     return tables, notes
 
@@ -116,8 +116,9 @@ h1{font-size:22px;margin:0 0 4px} .sub{color:#52606d;margin:0 0 20px}
 border-left:8px solid var(--c)}
 .head{display:flex;align-items:center;gap:16px} .score{font-size:34px;font-weight:700;color:var(--c);min-width:64px}
 .name{font-size:18px;font-weight:600} .state{color:var(--c);font-weight:600;text-transform:uppercase;font-size:12px}
-.figs span{margin-right:14px;color:#323f4b} .reasons{margin:8px 0;color:#7b2020} .charts{display:flex;gap:28px;flex-wrap:wrap}
-.chart h3{font-size:13px;margin:10px 0 4px;color:#52606d} table.runs{border-collapse:collapse;margin-top:8px;font-size:13px}
+.figs span{margin-right:14px;color:#323f4b} .reasons{margin:8px 0;color:#7b2020}
+.charts{display:flex;gap:28px;flex-wrap:wrap} .chart h3{font-size:13px;margin:10px 0 4px;color:#52606d}
+table.runs{border-collapse:collapse;margin-top:8px;font-size:13px}
 table.runs td,table.runs th{padding:4px 10px;border-bottom:1px solid #e4e7eb;text-align:left} .err{color:#7b2020}
 .note{color:#52606d;font-size:12px;max-width:300px} .reasons .ok{color:#2e9d5b}
 """
@@ -126,13 +127,14 @@ table.runs td,table.runs th{padding:4px 10px;border-bottom:1px solid #e4e7eb;tex
 def _histogram_svg(histogram: Histogram, colour: str, title: str) -> str:
     width, height, bar, gap = 330, 120, 36, 10
     heights = bar_heights(histogram, height - 30)
-    parts = [f'<svg role="img" aria-label="{html.escape(title)}" width="{width}" height="{height + 34}" '
-             f'xmlns="http://www.w3.org/2000/svg">']
-    for i, (count, label, h) in enumerate(zip(histogram.counts, histogram.labels, heights)):
+    parts = [(f'<svg role="img" aria-label="{html.escape(title)}" width="{width}" height="{height + 34}" '
+              f'xmlns="http://www.w3.org/2000/svg">')]
+    for i, (count, label, h) in enumerate(zip(histogram.counts, histogram.labels, heights, strict=True)):
         x = 8 + i * (bar + gap)
         parts.append(f'<rect x="{x}" y="{height - h}" width="{bar}" height="{h}" fill="{colour}" rx="3">'
                      f'<title>{html.escape(label)}: {count} files</title></rect>')
-        parts.append(f'<text x="{x + bar / 2}" y="{height - h - 4}" font-size="11" text-anchor="middle">{count}</text>')
+        parts.append(f'<text x="{x + bar / 2}" y="{height - h - 4}" font-size="11" text-anchor="middle">'
+                     f'{count}</text>')
         parts.append(f'<text x="{x + bar / 2}" y="{height + 14}" font-size="8" text-anchor="middle" fill="#52606d">'
                      f'{html.escape(label.split("-")[0])}</text>')
     parts.append(f'<line x1="0" y1="{height}" x2="{width}" y2="{height}" stroke="#9aa5b1"/></svg>')
@@ -145,12 +147,17 @@ def _chart(title: str, histogram: Histogram | None, colour: str, note: str = "")
     return f'<div class="chart"><h3>{html.escape(title)}{total}</h3>{body}</div>'
 
 
+def _when(value: Any) -> str:
+    return value.strftime("%Y-%m-%d %H:%M") if isinstance(value, dt.datetime) else str(value)
+
+
 def _card(report: TableReport) -> str:
     colour = _COLOURS[report.state]
     name = html.escape(report.table)
     if report.error:
-        return (f'<div class="card" style="--c:{colour}" data-table="{name}"><div class="head"><div class="score">?</div>'
-                f'<div><div class="name">{name}</div><div class="state">{report.state}</div></div></div>'
+        return (f'<div class="card" style="--c:{colour}" data-table="{name}"><div class="head">'
+                f'<div class="score">?</div><div><div class="name">{name}</div>'
+                f'<div class="state">{report.state}</div></div></div>'
                 f'<p class="err">{html.escape(report.error)}</p></div>')
     reasons = "".join(f"<li>{html.escape(r)}</li>" for r in report.reasons) or \
         '<li class="ok">nothing lowers the score</li>'
@@ -163,10 +170,13 @@ def _card(report: TableReport) -> str:
     runs = "".join(
         f'<tr><td><a target="_top" href="/dags/{html.escape(r["dag_id"])}/runs/{html.escape(r["run_id"])}">'
         f'{html.escape(r["dag_id"])} / {html.escape(r["run_id"])}</a></td>'
-        f'<td>{html.escape(r["when"].strftime("%Y-%m-%d %H:%M") if isinstance(r["when"], dt.datetime) else str(r["when"]))}</td>'
+        f'<td>{html.escape(_when(r["when"]))}</td>'
         f'<td>{html.escape("; ".join(r["steps"]))}</td></tr>' for r in report.runs)
-    runs_table = (f'<table class="runs"><tr><th>last runs</th><th>when (UTC)</th><th>what they did</th></tr>{runs}</table>'
-                  if runs else '<p class="note">No run results of this table in the recent XComs.</p>')
+    if runs:
+        runs_table = (f'<table class="runs"><tr><th>last runs</th><th>when (UTC)</th><th>what they did</th></tr>'
+                      f'{runs}</table>')
+    else:
+        runs_table = '<p class="note">No run results of this table in the recent XComs.</p>'
     return (f'<div class="card" style="--c:{colour}" data-table="{name}"><div class="head">'
             f'<div class="score" data-score="{report.score}">{report.score}</div>'
             f'<div><div class="name">{name}</div><div class="state">{report.state}</div></div></div>'

@@ -11,7 +11,7 @@ from __future__ import annotations
 import time
 from collections.abc import Sequence
 from datetime import timedelta
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseSensorOperator, PokeReturnValue
 from airflow.sdk.configuration import conf
@@ -19,6 +19,9 @@ from airflow.sdk.exceptions import AirflowException, AirflowSensorTimeout
 
 from airflow_lake_provider.core.coercion import coerce_rendered_fields
 from airflow_lake_provider.triggers import LakePollingTrigger
+
+if TYPE_CHECKING:
+    from airflow.sdk import Context
 
 # The task's own deferral timeout is this much later than the trigger's deadline, so the
 # trigger ends the wait itself, with a message naming what it saw last.
@@ -60,7 +63,7 @@ class LakeSensor(BaseSensorOperator):
         """The trigger for the rendered arguments (validates them)."""
         raise NotImplementedError
 
-    def poke(self, context: Any) -> PokeReturnValue:
+    def poke(self, context: Context) -> PokeReturnValue:
         if self._trigger is None:
             self._trigger = self.make_trigger()
         probe = self._trigger.check()
@@ -68,7 +71,7 @@ class LakeSensor(BaseSensorOperator):
         self.log.info("%s", probe.seen if probe.done else f"Not yet: {probe.seen}")
         return PokeReturnValue(is_done=probe.done, xcom_value=probe.value)
 
-    def execute(self, context: Any) -> Any:
+    def execute(self, context: Context) -> Any:
         coerce_rendered_fields(self)
         if not self.deferrable:
             try:
@@ -84,7 +87,7 @@ class LakeSensor(BaseSensorOperator):
             timeout=timedelta(seconds=self.timeout + DEFERRAL_GRACE_SECONDS),
         )
 
-    def execute_complete(self, context: Any, event: dict[str, Any]) -> Any:
+    def execute_complete(self, context: Context, event: dict[str, Any]) -> Any:
         status = event.get("status")
         if status == "success":
             self.log.info("%s", event.get("seen"))

@@ -17,12 +17,15 @@ import time
 from collections.abc import AsyncIterator
 from dataclasses import dataclass
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseTrigger, TriggerEvent
 
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.exceptions import LakeTableNotFound
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 DEFAULT_POLL_INTERVAL = 60.0
 
@@ -69,7 +72,7 @@ class LakePollingTrigger(BaseTrigger):
         """The subclass's own constructor arguments (serialized with the common ones)."""
         return {}
 
-    def check_table(self, table: Any) -> Probe:
+    def check_table(self, table: Table) -> Probe:
         """One check of the loaded PyIceberg table (blocking)."""
         raise NotImplementedError
 

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.health import HealthThresholds, table_health
 from airflow_lake_provider.triggers import (
@@ -11,10 +11,13 @@ from airflow_lake_provider.triggers import (
     Probe,
 )
 
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+
 DEFAULT_MAX_PARTITIONS = 20
 
 
-def health_probe(table: Any, thresholds: HealthThresholds, *, table_name: str, max_partitions: int) -> Probe:
+def health_probe(table: Table, thresholds: HealthThresholds, *, table_name: str, max_partitions: int) -> Probe:
     """Measure ``table`` and compare with ``thresholds``: done when any threshold is crossed.
 
     The value is the health report (``TableHealth.to_dict``) plus ``crossed`` (sentences naming
@@ -57,7 +60,7 @@ class IcebergTableHealthTrigger(LakePollingTrigger):
     def check_kwargs(self) -> dict[str, Any]:
         return {"thresholds": dict(self.thresholds), "max_partitions": self.max_partitions}
 
-    def check_table(self, table: Any) -> Probe:
+    def check_table(self, table: Table) -> Probe:
         return health_probe(
             table, HealthThresholds(**self.thresholds), table_name=self.table_name, max_partitions=self.max_partitions
         )

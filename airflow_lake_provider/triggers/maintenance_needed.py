@@ -11,12 +11,15 @@ from __future__ import annotations
 import asyncio
 import time
 from collections.abc import AsyncIterator
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.triggers.base import BaseEventTrigger, TriggerEvent
 
 from airflow_lake_provider.core.maintenance_need import MaintenanceNeed, assess
 from airflow_lake_provider.triggers import DEFAULT_POLL_INTERVAL, LakePollingTrigger, Probe
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 DEFAULT_REFIRE_AFTER_SECONDS = 6 * 3600.0
 
@@ -46,7 +49,7 @@ class IcebergMaintenanceNeededTrigger(LakePollingTrigger, BaseEventTrigger):
     def check_kwargs(self) -> dict[str, Any]:
         return {"thresholds": dict(self.thresholds), "refire_after_seconds": self.refire_after_seconds}
 
-    def check_table(self, table: Any) -> Probe:
+    def check_table(self, table: Table) -> Probe:
         need = assess(table, self.need, table_name=self.table_name)
         figures = (f"{self.table_name} at snapshot {need['snapshot_id']}: score {need['score']}, "
                    f"{need['small_files']} small files, {need['commits_since_maintenance']} commits since maintenance")
@@ -68,7 +71,7 @@ class IcebergMaintenanceNeededTrigger(LakePollingTrigger, BaseEventTrigger):
             except Exception:  # a catalog hiccup must not end the watch: log it and poll again
                 self.log.exception("Checking %s failed; trying again in %ss.", self.table, self.poll_interval)
                 probe = None
-            if probe is not None and probe.done:
+            if probe is not None and probe.done and probe.value is not None:  # a need found carries its figures
                 self.log.info("%s", probe.seen)
                 self._fired = (probe.value["snapshot_id"], time.time())
                 self._maintenance_at_fire = probe.value["last_maintenance_snapshot_id"]

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import is_none, mapping, whole_number
 from airflow_lake_provider.core.snapshots import ancestry
@@ -12,6 +12,10 @@ from airflow_lake_provider.triggers import (
     LakePollingTrigger,
     Probe,
 )
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
+    from pyiceberg.table.snapshots import Snapshot
 
 
 def parse_snapshot_id(value: Any) -> int | None:
@@ -26,8 +30,9 @@ def parse_snapshot_id(value: Any) -> int | None:
     raise LakeConfigError(
         f"after_snapshot_id must be a snapshot ID (a 64-bit integer); got {value!r}. From a step's result, "
         "pass the ID itself, e.g. group.rewrite.output['snapshot_id_after'] (an XComArg of the rewrite in "
-        "a lake_maintenance_group), or \"{{ ti.xcom_pull(task_ids='lake_maintenance.rewrite')['snapshot_id_after'] }}\" "
-        "with the rewrite's full task id."
+        "a lake_maintenance_group), or "
+        "\"{{ ti.xcom_pull(task_ids='lake_maintenance.rewrite')['snapshot_id_after'] }}\" with the rewrite's "
+        "full task id."
     )
 
 
@@ -45,7 +50,7 @@ def parse_summary_properties(value: Any) -> dict[str, str]:
     return {str(k): str(v) for k, v in properties.items()}
 
 
-def snapshot_record(snapshot: Any, *, table_name: str, branch: str) -> dict[str, Any]:
+def snapshot_record(snapshot: Snapshot, *, table_name: str, branch: str) -> dict[str, Any]:
     """The XCom value for a snapshot: its ID, parent, time and summary."""
     return {
         "table": table_name,
@@ -135,7 +140,7 @@ class IcebergSnapshotTrigger(LakePollingTrigger):
             "summary_properties": dict(self.summary_properties),
         }
 
-    def check_table(self, table: Any) -> Probe:
+    def check_table(self, table: Table) -> Probe:
         return snapshot_probe(
             table,
             table_name=self.table_name,
