@@ -8,7 +8,7 @@ other groups, with or without the group prefix.
 The group's outcome is the steps' outcome, as Airflow expresses it: the lease's acquire and
 release are the group's setup and teardown, so the release always runs and never decides the
 run's state, and the group's leaves are its last step: ``group >> notify`` runs ``notify`` after
-a good run, and a failed step fails the run. See docs/task-group.md.
+a good run, and a failed step fails the run. See docs/your-own-dag.md.
 """
 
 from __future__ import annotations

@@ -3,7 +3,7 @@
 The tests save their observations under ``test-output/generated/`` (see
 ``tests/generated_pages.py``); this writes ``docs/kills.md``, ``docs/concurrency.md`` and
 ``docs/bad-inputs.md`` from them, and the generated blocks of ``docs/safety.md`` and
-``docs/task-group.md``. A page whose tests did not run keeps its current text. The pins block of
+``docs/your-own-dag.md``. A page whose tests did not run keeps its current text. The pins block of
 ``docs/compatibility.md`` comes from ``requirements/constraints-spark*.txt`` and
 ``airflow_lake_provider/jars.py`` (and ``scripts/check_install.sh``'s result, when there is one).
 """
@@ -42,7 +42,7 @@ OUTCOMES_END = "<!-- /OUTCOMES -->"
 
 
 def write_outcomes(path: Path) -> bool:
-    """Replace the outcome table of ``path`` (docs/task-group.md) with the one the last run observed."""
+    """Replace the outcome table of ``path`` (docs/your-own-dag.md) with the one the last run observed."""
     from test_group_outcomes import outcome_table
 
     record = generated_pages.load("task-group-outcomes")
@@ -199,8 +199,8 @@ def main() -> int:
         text = text.replace("-->\n", f"-->\n\n{generated_pages.provenance(record)}\n", 1)
         target.write_text(text)
         print(f"{target.relative_to(REPO)}: written ({generated_pages.provenance(record)})")
-    outcomes = write_outcomes(REPO / "docs" / "task-group.md")
-    print(f"docs/task-group.md outcomes: {'written' if outcomes else 'unchanged (no observations)'}")
+    outcomes = write_outcomes(REPO / "docs" / "your-own-dag.md")
+    print(f"docs/your-own-dag.md outcomes: {'written' if outcomes else 'unchanged (no observations)'}")
     safety = REPO / "docs" / "safety.md"
     print(f"docs/safety.md figures: {'written' if write_figures(safety) else 'unchanged (no observations)'}")
     pins = write_pins(REPO / "docs" / "compatibility.md")

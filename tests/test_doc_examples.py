@@ -153,8 +153,8 @@ EXPECTED: dict[str, dict[str, Tasks]] = {
     "operators/rewrite.md[0]": {"compact_events": exactly("plan", "rewrite")},
     "sensors/health.md[0]": {"plan_events_when_needed": exactly("wait_for_health", "plan")},
     "sensors/snapshot.md[0]": {"wait_for_writer_after_plan": exactly("plan", "wait_for_writer")},
-    "spark-jobs.md[1]": {},
-    "task-group.md[0]": {"nightly_lake": group("sales_events", "finance.ledger")},
+    "production.md[0]": {},
+    "your-own-dag.md[0]": {"nightly_lake": group("sales_events", "finance.ledger")},
 }
 #: Blocks whose run submits a Spark job (a JVM): marked spark_submit, left out of `make test-fast`.
 BUILD_STARTS_SPARK = {"getting-started.md[0]"}
@@ -321,7 +321,7 @@ RUNS: dict[str, Run] = {
                              {"wait_for_health": "success", "plan": "success"}),
     "sensors/snapshot.md": Run(0, "wait_for_writer_after_plan", {"db.events": healthy},
                                {"plan": "success", "wait_for_writer": "success"}, conf={"job_id": "job-42"}),
-    "task-group.md": Run(0, "nightly_lake", {"sales.events": healthy, "finance.ledger": healthy},
+    "your-own-dag.md": Run(0, "nightly_lake", {"sales.events": healthy, "finance.ledger": healthy},
                          {**maintained("sales_events."), **maintained("finance.ledger.")}, spark_submits=2),
 }
 

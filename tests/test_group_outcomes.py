@@ -4,7 +4,7 @@ One DAG run per outcome of ``before >> group >> after`` (tests/dags/lake_outcome
 triggered at once: success, nothing to do, plan refused, a step failing, the lease busy (wait then
 free, wait timed out, skip, fail), dry run, approval rejected, approval timed out. For each: the
 run's state, the state of ``after`` (the user's task after the group), whether the lease was given
-back, and what the XCom says. The table is saved for docs/task-group.md (``make docs``).
+back, and what the XCom says. The table is saved for docs/your-own-dag.md (``make docs``).
 """
 
 from __future__ import annotations
@@ -178,7 +178,7 @@ def test_every_outcome_of_the_group_is_the_runs_outcome(airflow, lake_hook, spar
 
 
 def outcome_table(rows: list[dict]) -> str:
-    """The table of docs/task-group.md, from what the test observed."""
+    """The table of docs/your-own-dag.md, from what the test observed."""
     lines = ["| outcome | run state | task after the group | `release_lease` | lease | XCom |",
              "|---|---|---|---|---|---|"]
     for row in rows:

@@ -3,7 +3,7 @@
 tests/test_group_outcomes.py runs one scenario per DAG run through the real scheduler (success,
 nothing to do, plan refused, a step failing, lease busy with wait, skip and fail, dry run,
 approval rejected or timed out) and records, for each, the run's state, whether ``after`` ran,
-whether the lease was given back and what the XCom says: the outcome table of docs/task-group.md.
+whether the lease was given back and what the XCom says: the outcome table of docs/your-own-dag.md.
 Every scenario setting comes from the run's conf (``params``), so one DAG serves them all; the
 approval gate changes the group's shape, so the gated scenarios have DAGs of their own.
 """
