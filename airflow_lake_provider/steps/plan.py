@@ -83,9 +83,10 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
     scope: str = "auto"
     engine: str = "auto"
     data_interval: tuple[Any, Any] | None = None
-    # What prepare read, for finish: the plan falls back to PyIceberg when Spark cannot plan the filter.
-    _planning: tuple[Table, RewriteOptions, str | None, str | None] | None = dataclasses.field(
-        default=None, init=False, repr=False)
+    # What prepare read (table, options, row filter, interval filter), for finish: the plan falls back
+    # to PyIceberg when Spark cannot plan the filter. ``Any``: the hints are read at run time, where
+    # PyIceberg's Table is not imported.
+    _planning: Any = dataclasses.field(default=None, init=False, repr=False)
 
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
