@@ -36,6 +36,8 @@ from airflow_lake_provider.task_group import (
 AIRFLOW_START_DATE = pendulum.datetime(1970, 1, 1, tz="UTC")
 
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
+#: The form's ``older_than``: a duration as ``older_than`` reads it (``7d``, ``36h``, ``P3D``).
+OLDER_THAN_PATTERN = r"^\s*(\d+(\.\d+)?\s*[wdhmsWDHMS]|[Pp][0-9WDTHMSwdthms.]+)\s*$"
 
 
 def table_param(table_default: str | None = None) -> Param:
@@ -75,15 +77,19 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
             description="Columns to cluster by together, e.g. customer_id and region (one per line).",
         ),
         **retention_params(),
-        "clean_policy": Param(
+        "policy": Param(
             DEFAULT_CLEAN_POLICY.value, enum=[p.value for p in CleanPolicy], title="Clean policy",
             description="Which snapshots the clean step keeps: the last N commits, the last N versions of every "
             "partition, or everything current in the last N hours.",
         ),
-        "clean_retained": Param(
+        "retained": Param(
             DEFAULT_CLEAN_RETAINED, type="integer", minimum=1, maximum=100000, title="Clean policy N",
             description="N for the clean policy (commits, versions or hours). It never removes a snapshot the "
             "table's own retention keeps, unless 'Override the table's retention' is ticked.",
+        ),
+        "remove_orphans": Param(
+            True, type="boolean", title="Remove orphan files",
+            description="Also delete (quarantine) files under the table no snapshot, tag or branch references.",
         ),
         "orphan_older_than_hours": Param(
             DEFAULT_ORPHAN_OLDER_THAN_HOURS, type="integer", minimum=ORPHAN_FLOOR_HOURS, maximum=24 * 3650,
@@ -124,18 +130,14 @@ def retention_params() -> dict[str, Param]:
             description="Empty: the table's own (history.expire.min-snapshots-to-keep). A number applies only with "
             "'Override the table's retention' ticked: expiry then keeps at least this many snapshots of main.",
         ),
-        "expire_older_than_hours": Param(
-            None, type=["null", "integer"], minimum=0, maximum=24 * 3650, title="Expire snapshots older than, hours (override)",
-            description="Empty: the table's own (history.expire.max-snapshot-age-ms). A number applies only with "
-            "'Override the table's retention' ticked: snapshots of main older than this are expired (0: all but "
-            "the snapshots kept above).",
+        "older_than": Param(
+            None, type=["null", "string"], pattern=OLDER_THAN_PATTERN, title="Expire snapshots older than (override)",
+            description="A duration: 7d, 36h, 90m, P3D. Empty: the table's own (history.expire.max-snapshot-age-ms). "
+            "Applies only with 'Override the table's retention' ticked: snapshots of main older than this are "
+            "expired (0h: all but the snapshots kept above).",
         ),
     }
 
-
-# The form's hours as the operator's older_than: None (the table's own) stays None under native rendering.
-OLDER_THAN_FROM_PARAMS = ("{{ '%dh' % params.expire_older_than_hours if params.expire_older_than_hours is not none "
-                          "else none }}")
 
 
 def maintenance_chain(
@@ -161,10 +163,11 @@ def maintenance_chain(
         strategy="{{ params.strategy }}", sort_order="{{ params.sort_order }}",
         zorder_columns="{{ params.zorder_columns }}",
         override_table_retention="{{ params.override_table_retention }}",
-        older_than=OLDER_THAN_FROM_PARAMS,
+        older_than="{{ params.older_than }}",
         retain_last="{{ params.retain_last }}",
-        clean_policy="{{ params.clean_policy }}",
-        clean_retained="{{ params.clean_retained }}",
+        policy="{{ params.policy }}",
+        retained="{{ params.retained }}",
+        remove_orphans="{{ params.remove_orphans }}",
         orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
         dry_run="{{ params.dry_run }}",
         lease={"on_busy": "{{ params.lease_on_busy }}"},

@@ -20,7 +20,6 @@ from typing import Any
 from airflow.sdk import TaskGroup
 
 from airflow_lake_provider.core.approval import DeletionThreshold
-from airflow_lake_provider.core.retention_settings import DEFAULT_ORPHAN_OLDER_THAN_HOURS
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
@@ -107,9 +106,10 @@ def lake_maintenance_group(
     older_than: str | None = None,
     retain_last: int | None = None,
     # clean
-    clean_policy: str | None = None,
-    clean_retained: int | None = None,
-    orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+    policy: str | None = None,
+    retained: int | None = None,
+    remove_orphans: bool | None = None,
+    orphan_older_than_hours: float | None = None,
     # rewrite, expire and clean
     dry_run: bool | None = None,
     cleanup_trigger_rule: str = "none_failed",
@@ -121,8 +121,8 @@ def lake_maintenance_group(
 ) -> LakeMaintenanceGroup:
     """Plan, compact, expire and clean ``table`` in a TaskGroup of the DAG being defined.
 
-    Every option is templated (``"{{ params.x }}"`` works) and ``None`` means the operator's own
-    default (see each operator's docs); ``orphan_older_than_hours=None`` skips orphan removal.
+    Every option is templated (``"{{ params.x }}"`` works), named as the operator that takes it
+    names it, and ``None`` means the operator's own default (see each operator's docs).
     ``operator_kwargs`` (``pool``, ``retries``, ``spark_conf``, ``deploy_mode`` ...) go to all four
     step operators.
 
@@ -140,7 +140,8 @@ def lake_maintenance_group(
         ``clean`` (one such group per DAG): what the shipped single-table DAGs do.
     :param older_than: with ``override_table_retention``, expire snapshots of main older than
         this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
-    :param clean_policy: the clean operator's ``policy``; ``clean_retained`` its ``retained``.
+    :param policy: the clean step's policy (``KEEP_LATEST_COMMITS``...), with ``retained`` its n;
+        ``remove_orphans=False`` leaves orphan files alone.
     :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
         (the group's setup) takes the table's lease before the plan, every step checks and renews
         it, ``release_lease`` (its teardown) gives it back after clean whatever happened, without
@@ -198,9 +199,9 @@ def lake_maintenance_group(
 
         def clean_args(expire_step: Any) -> dict[str, Any]:
             return {**common, "protected_snapshot_ids": [rewrite.output, expire_step.output],
-                    "expire_result": expire_step.output, "orphan_older_than_hours": orphan_older_than_hours,
-                    "trigger_rule": cleanup_trigger_rule,
-                    **_given(policy=clean_policy, retained=clean_retained,
+                    "expire_result": expire_step.output, "trigger_rule": cleanup_trigger_rule,
+                    **_given(policy=policy, retained=retained, remove_orphans=remove_orphans,
+                             orphan_older_than_hours=orphan_older_than_hours,
                              override_table_retention=override_table_retention)}
 
         def gate(step: str, task_id: str, preview: Any, also_skip: list[str]) -> LakeDeletionApprovalOperator:

@@ -45,7 +45,7 @@ def healthy_run(hook) -> dict:
         if plan["groups"]:  # the DAG skips the rewrite task on an empty plan
             IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan).execute(context("rewrite"))
         IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="120h", override_table_retention=True).execute(context("expire"))
-        IcebergCleanPolicyOperator(task_id="clean", table=name, orphan_older_than_hours=None).execute(context("clean"))
+        IcebergCleanPolicyOperator(task_id="clean", table=name, remove_orphans=False).execute(context("clean"))
         return plan
 
     with JvmCounter() as run_jvms:
@@ -206,7 +206,7 @@ manifest list, manifests): milliseconds, growing with the table's file count (se
 and no JVM. The raw procedure pays a JVM start to find the same nothing. The one step that
 needs Spark whatever the table's state is clean's orphan-file scan (it lists the table's
 storage and compares it with every snapshot's files): run it on a slower cadence than
-compaction (`orphan_older_than_hours=None` turns it off for a run).
+compaction (`remove_orphans=False` turns it off for a run).
 """, measured_at=measured_at, target={"goal": "healthy table's run without a JVM <= 0.1 x one raw procedure run",
          "measured": f"{h['run_s'] / h['raw_s']:.3f} x ({h['run_jvms']} JVMs)",
          "met": h["run_s"] / h["raw_s"] <= 0.1 and h["run_jvms"] == 0})

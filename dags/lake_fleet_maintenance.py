@@ -27,7 +27,7 @@ import os
 import pendulum
 from airflow.sdk import DAG, Param, Variable, task
 
-from airflow_lake_provider.dag_factory import OLDER_THAN_FROM_PARAMS, retention_params
+from airflow_lake_provider.dag_factory import retention_params
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.fleet import IcebergFleetPlanOperator, IcebergFleetRewriteOperator
 from airflow_lake_provider.operators.lease import IcebergReleaseLeaseOperator
@@ -97,7 +97,7 @@ with DAG(
     compacted_tables = compacted(rewrites.output)
     expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
-        override_table_retention="{{ params.override_table_retention }}", older_than=OLDER_THAN_FROM_PARAMS,
+        override_table_retention="{{ params.override_table_retention }}", older_than="{{ params.older_than }}",
         retain_last="{{ params.retain_last }}",
     ).expand_kwargs(compacted_tables)
     releases = IcebergReleaseLeaseOperator.partial(task_id="release_lease", trigger_rule="all_done").expand(

@@ -47,7 +47,7 @@ def test_rest_trigger_with_conf_maintains_the_table(airflow, lake_hook, namespac
         ({}, "table"),
         ({"table": "db.events", "min_input_files": 0}, "min_input_files"),
         ({"table": "db.events", "orphan_older_than_hours": 3}, "orphan_older_than_hours"),
-        ({"table": "db.events", "clean_policy": "KEEP_NOTHING"}, "clean_policy"),
+        ({"table": "db.events", "policy": "KEEP_NOTHING"}, "policy"),
         ({"table": "db.events", "dry_run": "maybe"}, "dry_run"),
     ],
 )

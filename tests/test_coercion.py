@@ -107,12 +107,12 @@ def test_an_operator_coerces_its_rendered_fields_by_its_annotations():
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     op = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", table="db.t", dry_run="False", max_commits="4", zorder_columns="['a', 'b']",
+        task_id="rewrite", table="db.t", dry_run="False", max_commit_attempts="4", zorder_columns="['a', 'b']",
         sort_order="None", spark_conf="{'spark.sql.shuffle.partitions': '4'}",
     )
     op.coerce_rendered_fields()
     assert op.dry_run is False
-    assert op.max_commits == 4
+    assert op.max_commit_attempts == 4
     assert op.zorder_columns == ["a", "b"]
     assert op.sort_order is None
     assert op.spark_conf == {"spark.sql.shuffle.partitions": "4"}

@@ -479,7 +479,7 @@ def test_a_conflict_on_every_attempt_is_reported_never_hidden(backend, spark, mo
         message = str(raised.value)
         assert "conflicted with another writer's commit on all 2 attempts" in message
         assert "found new" in message and "This run changed nothing in the table." in message
-        assert "run the task again later" in message and "partial_progress" in message
+        assert "run the task again later" in message and "partial-progress.enabled" in message
         PERSISTENT[(backend.label, "off")] = f"fails: {message}"
     monkeypatch.undo()
     assert table_fingerprint(lake_hook.load_table(name)) == calls["committed"]

@@ -178,19 +178,22 @@ def test_the_forms_defaults_are_the_operators() -> None:
 
     form = {name: param.value for name, param in maintenance_params("db.t").items()}
     clean = inspect.signature(IcebergCleanPolicyOperator.__init__).parameters
-    assert form["clean_policy"] == clean["policy"].default == DEFAULT_CLEAN_POLICY.value
-    assert form["clean_retained"] == clean["retained"].default == DEFAULT_CLEAN_RETAINED
-    assert form["orphan_older_than_hours"] == clean["orphan_older_than_hours"].default == DEFAULT_ORPHAN_OLDER_THAN_HOURS
+    assert form["policy"] == clean["policy"].default == DEFAULT_CLEAN_POLICY.value
+    assert form["retained"] == clean["retained"].default == DEFAULT_CLEAN_RETAINED
+    # The operator's None is the default, resolved once by CleanSettings.
+    assert clean["orphan_older_than_hours"].default is None and clean["remove_orphans"].default is True
+    assert form["orphan_older_than_hours"] == CleanSettings.checked().orphan_older_than_hours == DEFAULT_ORPHAN_OLDER_THAN_HOURS
+    assert form["remove_orphans"] is True
     assert maintenance_params("db.t")["orphan_older_than_hours"].schema["minimum"] == ORPHAN_FLOOR_HOURS
     # Empty expiry fields mean "the table's own": the override switch is off by default.
-    assert (form["override_table_retention"], form["retain_last"], form["expire_older_than_hours"]) == (False, None, None)
+    assert (form["override_table_retention"], form["retain_last"], form["older_than"]) == (False, None, None)
 
 
 def test_clean_settings_check_the_orphan_floor_and_the_policy() -> None:
     assert CleanSettings.checked() == CleanSettings()
     assert CleanSettings.checked("keep_latest_by_hours", 24).label == "KEEP_LATEST_BY_HOURS=24"
     assert CleanSettings.checked(orphan_older_than_hours=72).orphan_cutoff_ms(NOW) == NOW - 72 * H
-    assert CleanSettings.checked(orphan_older_than_hours=None).orphan_cutoff_ms(NOW) is None
+    assert CleanSettings.checked(remove_orphans=False).orphan_cutoff_ms(NOW) is None
     assert CleanSettings.checked(orphan_older_than_hours=1, force_orphan_floor=True).orphan_older_than_hours == 1
     for kwargs, message in [({"orphan_older_than_hours": 2}, "under the 24 h floor"),
                             ({"orphan_older_than_hours": -1}, "must not be negative"),
@@ -252,7 +255,7 @@ def test_without_override_the_tables_retention_alone_decides() -> None:
 
 def test_with_both_overrides_a_snapshot_stays_only_if_both_steps_keep_it() -> None:
     expiry = ExpirySettings(True, retain_last=4, max_snapshot_age_ms=0)
-    clean = CleanSettings.checked("KEEP_LATEST_COMMITS", 3, override_table_retention=True, orphan_older_than_hours=None)
+    clean = CleanSettings.checked("KEEP_LATEST_COMMITS", 3, override_table_retention=True, remove_orphans=False)
     together = effective_retention(_history().retention, clean, expiry)
     assert together.snapshots.startswith(
         "on main, those kept both by the expire step's override [the last 4 (min-snapshots-to-keep, override: "

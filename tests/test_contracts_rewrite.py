@@ -46,7 +46,7 @@ def test_a_size_override_keeps_every_other_choice_the_plan_made(events):
         max_file_group_size_bytes=GiB, delete_file_threshold=3,
     ).execute(_context("plan"))
     rewrite = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", table=events, plan=plan, target_file_size_bytes=128 * MiB, dry_run=True)
+        task_id="rewrite", table=events, plan=plan, options={"target-file-size-bytes": 128 * MiB}, dry_run=True)
     options = rewrite.execute(_context("rewrite"))["options"]
     assert options["target-file-size-bytes"] == str(128 * MiB)
     # The plan's choices that the rewrite was not given stay (Iceberg's defaults: 5, 100 GiB, 2^31-1).
@@ -63,7 +63,8 @@ def test_sizes_the_plan_set_itself_stay_when_only_the_target_changes(events):
         task_id="plan", table=events, target_file_size_bytes=64 * MiB, min_file_size_bytes=MiB,
     ).execute(_context("plan"))
     rewrite = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", table=events, plan=plan, target_file_size_bytes=128 * MiB, min_input_files=2, dry_run=True)
+        task_id="rewrite", table=events, plan=plan,
+        options={"target-file-size-bytes": 128 * MiB, "min-input-files": 2}, dry_run=True)
     options = rewrite.execute(_context("rewrite"))["options"]
     assert (options["target-file-size-bytes"], options["min-input-files"]) == (str(128 * MiB), "2")
     assert options["min-file-size-bytes"] == str(MiB)  # explicit in the plan: kept
@@ -93,7 +94,7 @@ def test_a_templated_false_dry_run_is_false(events):
     rewrite = IcebergRewriteDataFilesOperator(
         task_id="rewrite", table=events, plan=empty, dry_run="False",
         zorder_columns="['event_id', 'amount']", strategy="zorder", max_commit_attempts="5",
-        commit_retry_backoff_seconds="0.5", max_commits="4")
+        commit_retry_backoff_seconds="0.5", options="{'partial-progress.max-commits': '4'}")
     result = rewrite.execute(_context("rewrite"))
     assert result["dry_run"] is False  # the empty plan, not a dry run, left the table alone
     assert rewrite._job_hook is None and result["committed_snapshot_ids"] == []
@@ -137,7 +138,7 @@ def test_rewrite_job_args_round_trip_and_defaults():
     ({"max_attempts": 0}, "max_commit_attempts must be a whole number from 1 to 10"),
     ({"max_attempts": 11}, "max_commit_attempts must be a whole number from 1 to 10"),
     ({"retry_backoff_seconds": 301}, "commit_retry_backoff_seconds must be a number of seconds from 0 to 300"),
-    ({"options": {"partial-progress.max-commits": "0"}}, "max_commits must be a whole number >= 1"),
+    ({"options": {"partial-progress.max-commits": "0"}}, "options['partial-progress.max-commits'] must be a whole number >= 1"),
 ])
 def test_rewrite_job_args_refuse_what_spark_would_fail_on(changes, message):
     with pytest.raises(LakeConfigError, match=re.escape(message)):

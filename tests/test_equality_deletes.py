@@ -118,7 +118,7 @@ def test_mixed_global_partition_and_position_deletes_with_key_bounds_plan_like_i
 
 
 # -- the maintenance DAG end to end ------------------------------------------------------------
-DAG_CONF = {"override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1, "clean_retained": 5, "orphan_older_than_hours": 72}
+DAG_CONF = {"override_table_retention": True, "older_than": "0h", "retain_last": 1, "retained": 5, "orphan_older_than_hours": 72}
 
 
 def _table_with_every_kind_of_delete(spark, lake_hook, name: str) -> None:

@@ -65,7 +65,8 @@ def test_compaction_keeps_row_lineage_and_drops_deletion_vectors(spark, lake_hoo
     plan = IcebergRewritePlanOperator(task_id="plan", table=name, min_input_files=2).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
     result = IcebergRewriteDataFilesOperator(
-        task_id="rewrite", table=name, plan=plan, use_starting_sequence_number=use_starting_sequence_number,
+        task_id="rewrite", table=name, plan=plan,
+        options={"use-starting-sequence-number": str(use_starting_sequence_number).lower()},
     ).execute(context)
 
     table = lake_hook.load_table(name)

@@ -98,12 +98,12 @@ def test_the_record_travels_as_json_and_names_its_holder():
 
 
 BAD_SETTINGS = [
-    ({"ttl_seconds": 0}, "lease_ttl_seconds must be more than 0"),
-    ({"ttl_seconds": -5}, "lease_ttl_seconds must be more than 0"),
+    ({"ttl_seconds": 0}, "ttl_seconds must be more than 0"),
+    ({"ttl_seconds": -5}, "ttl_seconds must be more than 0"),
     ({"on_busy": "later"}, "on_busy must be one of wait, skip, fail"),
-    ({"wait_timeout_seconds": -1}, "lease_wait_timeout_seconds must be 0 or more"),
-    ({"poke_interval_seconds": 0}, "lease_poke_interval_seconds must be more than 0"),
-    ({"ttl_seconds": "soon"}, "lease_ttl_seconds"),
+    ({"wait_timeout_seconds": -1}, "wait_timeout_seconds must be 0 or more"),
+    ({"poke_interval_seconds": 0}, "poke_interval_seconds must be more than 0"),
+    ({"ttl_seconds": "soon"}, "ttl_seconds"),
 ]
 
 

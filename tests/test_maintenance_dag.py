@@ -175,8 +175,8 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
     before = (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()])
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
-    run = dag.test(run_conf={"table": name, "dry_run": True, "override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1,
-                             "clean_policy": "KEEP_LATEST_COMMITS", "clean_retained": 4})
+    run = dag.test(run_conf={"table": name, "dry_run": True, "override_table_retention": True, "older_than": "0h", "retain_last": 1,
+                             "policy": "KEEP_LATEST_COMMITS", "retained": 4})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
 
@@ -237,7 +237,7 @@ def test_dag_honours_the_tables_own_retention_unless_overridden(airflow_db, lake
 
     table.manage_snapshots().create_tag(ids[3], "stale2", max_ref_age_ms=1).commit()
     run = dag.test(run_conf={**no_rewrite, "override_table_retention": True, "retain_last": 2,
-                             "expire_older_than_hours": 0, "clean_retained": 2})
+                             "older_than": "0h", "retained": 2})
     assert run.state == "success"
     expire = run.get_task_instance("expire").xcom_pull(task_ids="expire")
     table = lake_hook.load_table(name)

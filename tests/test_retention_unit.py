@@ -22,7 +22,7 @@ import pytest
 from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.history import SnapshotInfo, SnapshotRef, TableHistory, history_from_table
 from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
-from airflow_lake_provider.core.retention_settings import CleanPolicy, CleanSettings, ExpirySettings
+from airflow_lake_provider.core.retention_settings import DEFAULT_CLEAN_RETAINED, CleanPolicy, CleanSettings, ExpirySettings
 from airflow_lake_provider.core.table_retention import TableRetention
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
 
@@ -180,9 +180,10 @@ def test_keep_latest_by_hours_boundary_is_inside() -> None:
 def test_policy_and_retained_errors(history: TableHistory) -> None:
     with pytest.raises(LakeConfigError, match="KEEP_LATEST_COMMITS, KEEP_LATEST_FILE_VERSIONS, KEEP_LATEST_BY_HOURS"):
         resolve_clean_policy(history, policy_alone("KEEP_NEWEST", 3), now_ms=NOW)
-    for bad in (0, -1, True, 1.5, None, "x"):
+    for bad in (0, -1, True, 1.5, "x"):
         with pytest.raises(LakeConfigError, match="retained must be an integer >= 1"):
             resolve_clean_policy(history, policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, bad), now_ms=NOW)
+    assert policy_alone(CleanPolicy.KEEP_LATEST_COMMITS, None).retained == DEFAULT_CLEAN_RETAINED  # None: the default
     # Templated params arrive as strings.
     assert resolve_clean_policy(history, policy_alone("KEEP_LATEST_COMMITS", "3"), now_ms=NOW, protected_ids=PROTECTED).expire_ids == (
         104, 150, 105,

@@ -34,7 +34,7 @@ from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixtur
 
 pytestmark = pytest.mark.spark_submit
 
-RUN_CONF = {"override_table_retention": True, "expire_older_than_hours": 0, "retain_last": 1, "clean_retained": 5,
+RUN_CONF = {"override_table_retention": True, "older_than": "0h", "retain_last": 1, "retained": 5,
             "orphan_older_than_hours": 24}
 
 

@@ -351,7 +351,8 @@ class RewriteJobArgs(CommitRetry):
         return None if value is None else int(value)
 
     def validate(self) -> RewriteJobArgs:
-        """Refuse what Spark would fail on later: names in messages are the operator's parameters."""
+        """Refuse what Spark would fail on later: names in messages are the operator's parameters
+        (Iceberg's options as ``options[...]``)."""
         if self.strategy not in STRATEGIES:
             raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
         if self.strategy == "zorder" and not self.zorder_columns:
@@ -361,10 +362,9 @@ class RewriteJobArgs(CommitRetry):
                 parse_sort_order(self.sort_order)
             except ValueError as error:
                 raise LakeConfigError(f"sort_order {self.sort_order!r}: {error}") from None
-        for key, parameter in (("partial-progress.max-commits", "max_commits"),
-                               ("max-concurrent-file-group-rewrites", "max_concurrent_file_group_rewrites")):
+        for key in ("partial-progress.max-commits", "max-concurrent-file-group-rewrites"):
             if key in self.options:
-                whole_number(self.options[key], parameter, minimum=1)
+                whole_number(self.options[key], f"options[{key!r}]", minimum=1)
         CommitRetry.validate(self)
         return self
 

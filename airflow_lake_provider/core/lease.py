@@ -164,21 +164,21 @@ class LeaseSettings:
                 wait_timeout_seconds: Any = DEFAULT_WAIT_TIMEOUT_SECONDS,
                 poke_interval_seconds: Any = DEFAULT_POKE_INTERVAL_SECONDS) -> LeaseSettings:
         """The settings, or a :class:`LakeConfigError` sentence naming the parameter."""
-        ttl = number(ttl_seconds, "lease_ttl_seconds")
+        ttl = number(ttl_seconds, "ttl_seconds")
         if not ttl > 0:
-            raise LakeConfigError(f"lease_ttl_seconds must be more than 0 seconds (a lease must expire after some "
+            raise LakeConfigError(f"ttl_seconds must be more than 0 seconds (a lease must expire after some "
                                   f"time so a crashed run frees the table); got {ttl_seconds!r}.")
         mode = "wait" if is_none(on_busy) else str(on_busy).strip().lower()
         if mode not in ON_BUSY_MODES:
             raise LakeConfigError(f"on_busy must be one of {', '.join(ON_BUSY_MODES)} (what a run does while "
                                   f"another run holds the table's lease); got {on_busy!r}.")
-        timeout = number(wait_timeout_seconds, "lease_wait_timeout_seconds")
+        timeout = number(wait_timeout_seconds, "wait_timeout_seconds")
         if not timeout >= 0:
             raise LakeConfigError(
-                f"lease_wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
-        poke = number(poke_interval_seconds, "lease_poke_interval_seconds")
+                f"wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
+        poke = number(poke_interval_seconds, "poke_interval_seconds")
         if not poke > 0:
-            raise LakeConfigError(f"lease_poke_interval_seconds must be more than 0 seconds; "
+            raise LakeConfigError(f"poke_interval_seconds must be more than 0 seconds; "
                                   f"got {poke_interval_seconds!r}.")
         return cls(ttl, mode, timeout, poke)
 

@@ -122,22 +122,25 @@ class CleanSettings:
     policy: CleanPolicy = DEFAULT_CLEAN_POLICY
     retained: int = DEFAULT_CLEAN_RETAINED
     override_table_retention: bool = False
-    orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS
+    remove_orphans: bool = True
+    orphan_older_than_hours: float = DEFAULT_ORPHAN_OLDER_THAN_HOURS
     force_orphan_floor: bool = False
 
     @classmethod
     def checked(
         cls,
-        policy: CleanPolicy | str = DEFAULT_CLEAN_POLICY,
-        retained: int = DEFAULT_CLEAN_RETAINED,
+        policy: CleanPolicy | str | None = None,
+        retained: int | None = None,
         *,
         override_table_retention: bool = False,
-        orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+        remove_orphans: bool = True,
+        orphan_older_than_hours: float | None = None,
         force_orphan_floor: bool = False,
     ) -> CleanSettings:
-        """Settings from the operator's values; a policy, ``retained`` or orphan floor that cannot work is refused."""
-        hours = orphan_older_than_hours
-        if hours is not None:
+        """Settings from the operator's values (``None``: the default); a policy, ``retained`` or orphan
+        floor that cannot work is refused."""
+        hours = DEFAULT_ORPHAN_OLDER_THAN_HOURS if orphan_older_than_hours is None else orphan_older_than_hours
+        if remove_orphans:
             hours = number(hours, "orphan_older_than_hours")
             if hours < 0:
                 raise LakeConfigError(f"orphan_older_than_hours must not be negative; got {hours}.")
@@ -147,8 +150,9 @@ class CleanSettings:
                     "may belong to a write still in flight, and deleting them would corrupt its commit. Use 24 h or "
                     "more, or set force_orphan_floor=True if no writer can be running."
                 )
-        return cls(CleanPolicy.named(policy), positive_int(retained, "retained"), bool(override_table_retention),
-                   hours, bool(force_orphan_floor))
+        return cls(CleanPolicy.named(DEFAULT_CLEAN_POLICY if policy is None else policy),
+                   positive_int(DEFAULT_CLEAN_RETAINED if retained is None else retained, "retained"),
+                   bool(override_table_retention), bool(remove_orphans), hours, bool(force_orphan_floor))
 
     @property
     def label(self) -> str:
@@ -157,7 +161,7 @@ class CleanSettings:
 
     def orphan_cutoff_ms(self, now_ms: int) -> int | None:
         """Orphan files modified before this (epoch ms) are deleted; ``None``: orphan removal is off."""
-        if self.orphan_older_than_hours is None:
+        if not self.remove_orphans:
             return None
         return now_ms - int(self.orphan_older_than_hours * HOUR_MS)
 
@@ -230,7 +234,7 @@ def effective_retention(
     if table.max_ref_age_ms.value is not None:
         always += f" (one older than {human_ms(table.max_ref_age_ms.value)} goes: {table.max_ref_age_ms})"
     referenced = "every file a kept snapshot, tag or branch references"
-    if clean.orphan_older_than_hours is None:
+    if not clean.remove_orphans:
         files = f"{referenced}, and every unreferenced file (orphan removal is off)"
     else:
         files = f"{referenced}, and unreferenced (orphan) files younger than {clean.orphan_older_than_hours:g} h"

@@ -11,7 +11,6 @@ from airflow_lake_provider.core.contracts import DEFAULT_QUARANTINE_DAYS
 from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
-    DEFAULT_ORPHAN_OLDER_THAN_HOURS,
 )
 from airflow_lake_provider.operators.approval import passed_gate
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
@@ -57,7 +56,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     :param override_table_retention: let the policy go under the table's own retention for main (templated).
     :param retained: n or h for the policy (templated).
     :param protected_snapshot_ids: IDs, lists, or upstream step results whose snapshots must stay.
-    :param orphan_older_than_hours: the orphan floor in hours; ``None`` skips orphan removal.
+    :param remove_orphans: take orphan files at all (templated; default true; false: only snapshots).
+    :param orphan_older_than_hours: the orphan floor in hours (templated; ``None``: 72).
     :param force_orphan_floor: allow a floor under 24 hours.
     :param dry_run: report, change nothing.
     :param reference_namespaces: the namespaces whose tables are checked for references to this
@@ -77,7 +77,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
 
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
-        "policy", "retained", "override_table_retention", "protected_snapshot_ids", "orphan_older_than_hours",
+        "policy", "retained", "override_table_retention", "protected_snapshot_ids", "remove_orphans",
+        "orphan_older_than_hours",
         "dry_run", "expire_result", "reference_namespaces", "quarantine_location", "quarantine_days", "approved",
     )
     template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "expire_result": "json",
@@ -90,7 +91,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         retained: int = DEFAULT_CLEAN_RETAINED,
         override_table_retention: bool = False,
         protected_snapshot_ids: SnapshotIds | None = None,
-        orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+        remove_orphans: bool = True,
+        orphan_older_than_hours: float | None = None,
         force_orphan_floor: bool = False,
         dry_run: bool = False,
         expire_result: dict[str, Any] | None = None,
@@ -106,6 +108,7 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.retained = retained
         self.override_table_retention = override_table_retention
         self.protected_snapshot_ids = protected_snapshot_ids
+        self.remove_orphans = remove_orphans
         self.orphan_older_than_hours = orphan_older_than_hours
         self.force_orphan_floor = force_orphan_floor
         self.dry_run = dry_run

@@ -133,9 +133,10 @@ class IcebergFleetRewriteOperator(_FleetStep):
     :param work: ``[{"table": ..., "plan": ...}]`` or plain plans (the fleet plan's results;
         templated). Tables whose plan has no file groups are left alone.
     :param rewrite_settings: keyword arguments of ``IcebergRewriteDataFilesOperator`` for every
-        table (``strategy``, ``target_file_size_bytes``, ``options``...; templated).
-    :param lease_ttl_seconds: how long each table's lease lives unless renewed (templated).
-    :param lease_holder: who this Airflow deployment is, the first part of the holder's name
+        table (``strategy``, ``options``...; templated).
+    :param ttl_seconds: how long each table's lease lives unless renewed (templated), as
+        :class:`~airflow_lake_provider.operators.lease.IcebergAcquireLeaseOperator` names it.
+    :param holder: who this Airflow deployment is, the first part of the lease holder's name
         (templated); default: the worker's host name.
     :param release_leases: give each compacted table's lease back when the task ends (default);
         ``False`` hands them on in the results, and then something downstream must release them
@@ -143,18 +144,18 @@ class IcebergFleetRewriteOperator(_FleetStep):
     """
 
     template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings",
-                                      "lease_ttl_seconds", "lease_holder", "release_leases")
+                                      "ttl_seconds", "holder", "release_leases")
     template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "work": "json",
                                  "rewrite_settings": "json"}
 
     def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
-                 lease_ttl_seconds: float = DEFAULT_TTL_SECONDS, lease_holder: str | None = None,
+                 ttl_seconds: float = DEFAULT_TTL_SECONDS, holder: str | None = None,
                  release_leases: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work
         self.rewrite_settings = rewrite_settings
-        self.lease_ttl_seconds = lease_ttl_seconds
-        self.lease_holder = lease_holder
+        self.ttl_seconds = ttl_seconds
+        self.holder = holder
         self.release_leases = release_leases
         self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # table, before, after, result
         self._leases: dict[str, Lease] = {}
@@ -177,10 +178,10 @@ class IcebergFleetRewriteOperator(_FleetStep):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
-        settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
+        settings = LeaseSettings.checked(self.ttl_seconds, "skip")
         ti = context["ti"]
         run = airflow_run(context)
-        holder = run.lease_holder(self.lease_holder or socket.gethostname())
+        holder = run.lease_holder(self.holder or socket.gethostname())
         leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}

@@ -32,18 +32,10 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     and fails the task (``fail_on_dropped_groups``), so success never covers lost work.
 
     :param plan: the planning task's result (templated, typically ``plan_task.output``). Without
-        one, the whole table is rewritten with the options given here. With one, the rewrite runs
-        with the plan's options, and the sizes given here replace only themselves (see
-        :meth:`~airflow_lake_provider.core.planning.RewriteOptions.merged`).
+        one, the whole table is rewritten with the table's sizes and ``options``. With one, the
+        rewrite runs with the plan's options, and sizes given in ``options`` replace only
+        themselves (see :meth:`~airflow_lake_provider.core.planning.RewriteOptions.merged`).
     :param strategy: ``binpack``, ``sort`` (``sort_order``, default the table's) or ``zorder`` (``zorder_columns``).
-    :param partial_progress: commit file groups in several commits (``partial-progress.enabled``).
-    :param max_commits: ``partial-progress.max-commits``.
-    :param use_starting_sequence_number: ``use-starting-sequence-number``; default false, not
-        Iceberg's true: with true, an equality delete committed during the rewrite (Flink upserts)
-        can be dropped by the rewrite's commit and its rows come back (apache/iceberg#10962). With
-        false that delete is a commit conflict, retried. Set true only if no writer commits
-        equality deletes to the table.
-    :param max_concurrent_file_group_rewrites: ``max-concurrent-file-group-rewrites``.
     :param rewrite_position_deletes: also rewrite the position delete files of the planned
         partitions (``rewrite-all``; the whole table when the rewrite is not limited to partitions)
         in the same application: drops deletes made dangling by the rewrite, merges small ones.
@@ -51,7 +43,13 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         no live data file needs any more (position and equality deletes, deletion vectors), from
         metadata alone: nothing is read, no row changes (``dangling_deletes`` in the result).
     :param rewrite_manifests: also rewrite manifests in the same application.
-    :param options: further Iceberg rewrite options, passed as they are.
+    :param options: Iceberg's own ``rewrite_data_files`` options, by Iceberg's keys (templated):
+        ``target-file-size-bytes``, ``min-input-files``, ``partial-progress.enabled``,
+        ``partial-progress.max-commits``, ``max-concurrent-file-group-rewrites``... Defaults the
+        provider sets unless given here: ``partial-progress.enabled=false`` and
+        ``use-starting-sequence-number=false`` (Iceberg's true lets an equality delete committed
+        during the rewrite, as Flink upserts do, be dropped by the rewrite's commit and its rows
+        come back, apache/iceberg#10962; with false that delete is a commit conflict, retried).
     :param require_plan: fail when no plan arrives instead of rewriting the whole table (the
         maintenance group sets it).
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
@@ -64,9 +62,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     consumes_plan = True
     template_fields: Sequence[str] = (
         *LakeMaintenanceOperator.template_fields,
-        "plan", "strategy", "sort_order", "zorder_columns", "target_file_size_bytes", "min_file_size_bytes",
-        "max_file_size_bytes", "min_input_files", "partial_progress", "max_commits",
-        "use_starting_sequence_number", "max_concurrent_file_group_rewrites", "rewrite_position_deletes",
+        "plan", "strategy", "sort_order", "zorder_columns", "rewrite_position_deletes",
         "drop_dangling_deletes", "rewrite_manifests", "options", "dry_run", "max_commit_attempts",
         "commit_retry_backoff_seconds",
     )
@@ -79,14 +75,6 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         strategy: str = "binpack",
         sort_order: str | None = None,
         zorder_columns: list[str] | None = None,
-        target_file_size_bytes: int | None = None,
-        min_file_size_bytes: int | None = None,
-        max_file_size_bytes: int | None = None,
-        min_input_files: int | None = None,
-        partial_progress: bool = False,
-        max_commits: int | None = None,
-        use_starting_sequence_number: bool | None = None,
-        max_concurrent_file_group_rewrites: int | None = None,
         rewrite_position_deletes: bool = True,
         drop_dangling_deletes: bool = True,
         rewrite_manifests: bool = False,
@@ -103,14 +91,6 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.strategy = strategy
         self.sort_order = sort_order
         self.zorder_columns = zorder_columns
-        self.target_file_size_bytes = target_file_size_bytes
-        self.min_file_size_bytes = min_file_size_bytes
-        self.max_file_size_bytes = max_file_size_bytes
-        self.min_input_files = min_input_files
-        self.partial_progress = partial_progress
-        self.max_commits = max_commits
-        self.use_starting_sequence_number = use_starting_sequence_number
-        self.max_concurrent_file_group_rewrites = max_concurrent_file_group_rewrites
         self.rewrite_position_deletes = rewrite_position_deletes
         self.drop_dangling_deletes = drop_dangling_deletes
         self.rewrite_manifests = rewrite_manifests

@@ -22,7 +22,6 @@ from airflow_lake_provider.core.quarantine import checked_quarantine_days, quara
 from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
-    DEFAULT_ORPHAN_OLDER_THAN_HOURS,
     CleanPolicy,
     CleanSettings,
     ExpirySettings,
@@ -45,7 +44,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     retained: int = DEFAULT_CLEAN_RETAINED
     override_table_retention: bool = False
     protected_snapshot_ids: SnapshotIds | None = None
-    orphan_older_than_hours: float | None = DEFAULT_ORPHAN_OLDER_THAN_HOURS
+    remove_orphans: bool = True
+    orphan_older_than_hours: float | None = None
     force_orphan_floor: bool = False
     dry_run: bool = False
     expire_result: dict[str, Any] | None = None
@@ -69,7 +69,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         now_ms = int(time.time() * 1000)
         settings = CleanSettings.checked(
             self.policy, self.retained, override_table_retention=self.override_table_retention,
-            orphan_older_than_hours=self.orphan_older_than_hours, force_orphan_floor=self.force_orphan_floor,
+            remove_orphans=self.remove_orphans, orphan_older_than_hours=self.orphan_older_than_hours,
+            force_orphan_floor=self.force_orphan_floor,
         )
         cutoff = settings.orphan_cutoff_ms(now_ms)
         quarantine_days = checked_quarantine_days(self.quarantine_days)

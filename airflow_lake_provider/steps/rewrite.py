@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
     AirflowRun,
@@ -21,6 +22,15 @@ from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
+
+#: Iceberg's size options a plan carries too: given in ``options``, each replaces only itself on top
+#: of the plan's (a new target also moves the min/max sizes that followed the old one).
+PLANNED_SIZE_OPTIONS = {"target-file-size-bytes": "target_file_size_bytes", "min-file-size-bytes": "min_file_size_bytes",
+                        "max-file-size-bytes": "max_file_size_bytes", "min-input-files": "min_input_files"}
+#: What the provider sets unless ``options`` does: one commit for the whole rewrite (Iceberg's
+#: default too, made explicit in the XCom). ``use-starting-sequence-number`` is false unless given,
+#: in the job itself (jobs/rewrite.py's SAFE_OPTION_DEFAULTS).
+PROVIDER_OPTION_DEFAULTS = {"partial-progress.enabled": "false"}
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -40,14 +50,6 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
     strategy: str = "binpack"
     sort_order: str | None = None
     zorder_columns: list[str] | None = None
-    target_file_size_bytes: int | None = None
-    min_file_size_bytes: int | None = None
-    max_file_size_bytes: int | None = None
-    min_input_files: int | None = None
-    partial_progress: bool = False
-    max_commits: int | None = None
-    use_starting_sequence_number: bool | None = None
-    max_concurrent_file_group_rewrites: int | None = None
     rewrite_position_deletes: bool = True
     drop_dangling_deletes: bool = True
     rewrite_manifests: bool = False
@@ -80,25 +82,16 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
 
     def iceberg_options(self, table: Table, plan: PlanResult | None) -> dict[str, str]:
         """The Iceberg options the rewrite runs with: the plan's thresholds (the table's without a plan)
-        with the sizes given here (:meth:`RewriteOptions.merged`), the rewrite's own options, then
-        ``options`` as given, and ``output-spec-id`` made explicit."""
+        with the sizes given in ``options`` (each replaces only itself: :meth:`RewriteOptions.merged`),
+        the provider's defaults, then the rest of ``options`` as given, and ``output-spec-id`` made
+        explicit."""
+        given = {str(k): str(v) for k, v in (self.options or {}).items()}
+        sizes = {field: whole_number(given.pop(key), f"options[{key!r}]")
+                 for key, field in PLANNED_SIZE_OPTIONS.items() if key in given}
         planned = (RewriteOptions.from_iceberg_options(plan.options) if plan is not None and plan.options
                    else RewriteOptions.from_table_properties(dict(table.properties)))
-        thresholds = planned.merged(
-            target_file_size_bytes=self.target_file_size_bytes,
-            min_file_size_bytes=self.min_file_size_bytes,
-            max_file_size_bytes=self.max_file_size_bytes,
-            min_input_files=self.min_input_files,
-        )
-        options = {**(plan.options if plan is not None else {}), **thresholds.to_iceberg_options()}
-        options["partial-progress.enabled"] = _iceberg_bool(self.partial_progress)
-        if self.max_commits is not None:
-            options["partial-progress.max-commits"] = str(self.max_commits)
-        if self.use_starting_sequence_number is not None:
-            options["use-starting-sequence-number"] = _iceberg_bool(self.use_starting_sequence_number)
-        if self.max_concurrent_file_group_rewrites is not None:
-            options["max-concurrent-file-group-rewrites"] = str(self.max_concurrent_file_group_rewrites)
-        options.update({str(k): str(v) for k, v in (self.options or {}).items()})
+        options = {**(plan.options if plan is not None else {}), **planned.merged(**sizes).to_iceberg_options(),
+                   **PROVIDER_OPTION_DEFAULTS, **given}
         return self.with_output_spec(table, options)
 
     def with_output_spec(self, table: Table, options: dict[str, str]) -> dict[str, str]:
@@ -225,5 +218,3 @@ def _recovered(table: Table, args: RewriteJobArgs, commits: list[Any]) -> Rewrit
     )
 
 
-def _iceberg_bool(value: bool) -> str:
-    return "true" if value else "false"

@@ -17,7 +17,7 @@ for dag_id in ("lake_lease_race_a", "lake_lease_race_b"):
         lake_maintenance_group(
             table="{{ dag_run.conf['table'] }}", group_id="maintenance", prefix_group_id=False,
             min_input_files=2, override_table_retention=True, older_than="0h", retain_last=1,
-            orphan_older_than_hours=None,
+            remove_orphans=False,
             lease={"ttl_seconds": 600, "on_busy": "wait", "wait_timeout_seconds": 900, "poke_interval_seconds": 10,
                    "holder": "e2e"},
         )
