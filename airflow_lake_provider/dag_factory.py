@@ -52,7 +52,8 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
         "target_file_size_bytes": Param(
             None, type=["null", "integer"], minimum=1024 * 1024, maximum=16 * 1024**3,
             title="Target file size (bytes)",
-            description="Size the rewrite aims for. Empty: the table's write.target-file-size-bytes (512 MiB by default).",
+            description="Size the rewrite aims for. Empty: the table's write.target-file-size-bytes "
+            "(512 MiB by default).",
         ),
         "min_input_files": Param(
             5, type="integer", minimum=1, maximum=100000, title="Minimum input files",
@@ -125,7 +126,8 @@ def retention_params() -> dict[str, Param]:
             "'Override the table's retention' ticked: expiry then keeps at least this many snapshots of main.",
         ),
         "expire_older_than_hours": Param(
-            None, type=["null", "integer"], minimum=0, maximum=24 * 3650, title="Expire snapshots older than, hours (override)",
+            None, type=["null", "integer"], minimum=0, maximum=24 * 3650,
+            title="Expire snapshots older than, hours (override)",
             description="Empty: the table's own (history.expire.max-snapshot-age-ms). A number applies only with "
             "'Override the table's retention' ticked: snapshots of main older than this are expired (0: all but "
             "the snapshots kept above).",

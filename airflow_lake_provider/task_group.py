@@ -247,5 +247,7 @@ def _lease_options(lease: bool | Mapping[str, Any]) -> dict[str, Any] | None:
         return dict(lease)
     if isinstance(lease, bool):
         return {} if lease else None
-    raise LakeConfigError(f"lake_maintenance_group: lease must be True, False or a mapping of {', '.join(LEASE_OPTIONS)}; "
-                          f"got {lease!r}.")
+    raise LakeConfigError(
+        f"lake_maintenance_group: lease must be True, False or a mapping of {', '.join(LEASE_OPTIONS)}; "
+        f"got {lease!r}."
+    )

@@ -46,7 +46,8 @@ with DAG(
     tags=["iceberg", "maintenance", "fleet"],
     params={
         "tables": Param([], type="array", items={"type": "string"}, title="Tables",
-                        description="namespace.table names. Empty: the namespace below, or the lake_fleet_tables Variable."),
+                        description="namespace.table names. Empty: the namespace below, "
+                        "or the lake_fleet_tables Variable."),
         "namespace": Param(None, type=["null", "string"], title="Namespace",
                            description="Maintain every table of this namespace (when Tables is empty)."),
         "min_input_files": Param(5, type="integer", minimum=1, title="Minimum input files"),

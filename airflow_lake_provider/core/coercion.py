@@ -222,7 +222,7 @@ def parse_older_than(value: Any, *, now_ms: int) -> int | None:
     if isinstance(value, datetime):
         return _cutoff(_datetime_ms(value), value, now_ms)
     if isinstance(value, date):
-        return _cutoff(_datetime_ms(datetime(value.year, value.month, value.day)), value, now_ms)
+        return _cutoff(_datetime_ms(datetime(value.year, value.month, value.day, tzinfo=timezone.utc)), value, now_ms)
     if isinstance(value, bool):
         raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.")
     if isinstance(value, (int, float)):
@@ -282,7 +282,8 @@ def _optional(annotation: Any) -> tuple[bool, Any]:
     if typing.get_origin(annotation) in (Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) < len(typing.get_args(annotation)):
-            return True, (args[0] if len(args) == 1 else Union[tuple(args)])
+            # A Union of types known only at runtime has no `X | Y` spelling.
+            return True, (args[0] if len(args) == 1 else Union[tuple(args)])  # noqa: UP007
     return False, annotation
 
 

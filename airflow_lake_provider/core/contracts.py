@@ -292,7 +292,9 @@ def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
     for part in text.split(","):
         match = _ORDER_TERM.match(part)
         if not match:
-            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'.")
+            raise ValueError(
+                f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'."
+            )
         direction = (match.group(2) or "ASC").upper()
         nulls = (match.group(3) or ("FIRST" if direction == "ASC" else "LAST")).upper()
         terms.append((match.group(1), direction, nulls))

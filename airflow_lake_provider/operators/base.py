@@ -183,7 +183,7 @@ class LakeSparkOperator(BaseOperator):
                         self.log.error("%s Stopping the Spark job.", error)
                         self.on_kill()
                         return
-                    except Exception as error:  # a catalog hiccup: the next beat tries again before expiry
+                    except Exception as error:  # noqa: BLE001 - a catalog hiccup: the next beat tries again before expiry
                         self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
 
         thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
@@ -205,7 +205,8 @@ class LakeSparkOperator(BaseOperator):
         self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
         parent = self._job_hook.lineage_parent
         if parent:
-            self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
+            self.log.info("Its OpenLineage parent: job %s/%s, run %s.",
+                          parent.get("spark.openlineage.parentJobNamespace"),
                           parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
         if self.spark_application_url:

@@ -95,7 +95,7 @@ class IcebergFleetPlanOperator(_FleetStep):
                 plans.append(run_prepared(step, prepared, self.run_job).result.to_json())
             except LakePlanRefused as refusal:
                 failures[table] = f"plan refused: {refusal}"
-            except Exception as error:  # noqa: BLE001 - one table's failure is reported, the others planned
+            except Exception as error:  # one table's failure is reported, the others planned
                 self.log.exception("Could not plan %s.", table)
                 failures[table] = f"{type(error).__name__}: {error}"
         work = [plan for plan in plans if plan["groups"]]
@@ -156,7 +156,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.lease_ttl_seconds = lease_ttl_seconds
         self.lease_holder = lease_holder
         self.release_leases = release_leases
-        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # table, before, after, result
+        # table, before, after, result
+        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
         self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
 
@@ -233,7 +234,9 @@ class IcebergFleetRewriteOperator(_FleetStep):
             try:
                 if outcome.failed:
                     raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
-                finished = run_prepared(step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result))
+                finished = run_prepared(
+                    step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result)
+                )
                 results[step.table] = self._keep(step, prepared, finished)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
                 failures[step.table] = str(error)

@@ -56,7 +56,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         self._report = (decision, settings, current_id)
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
-            self.log.info("%s %d snapshots of %s: %s; refs: %s", "Would expire" if self.dry_run else "Nothing to expire;",
+            self.log.info("%s %d snapshots of %s: %s; refs: %s",
+                          "Would expire" if self.dry_run else "Nothing to expire;",
                           len(decision.expire_ids), name, list(decision.expire_ids), removed_refs)
             outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,
                                     snapshot_id_after=current_id)

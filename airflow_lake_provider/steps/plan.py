@@ -179,7 +179,9 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
             return Prepared(before, args=args)
         return Prepared(before, done=self._planned(self._pyiceberg_plan(), "pyiceberg"))
 
-    def finish(self, prepared: Prepared[SparkPlanJobArgs, PlanResult], result: SparkPlanJobResult) -> Outcome[PlanResult]:
+    def finish(
+        self, prepared: Prepared[SparkPlanJobArgs, PlanResult], result: SparkPlanJobResult
+    ) -> Outcome[PlanResult]:
         """The Spark job's plan; where the filter needs PyIceberg's column metrics, PyIceberg's."""
         if result.plan is not None:
             return self._planned(result.plan, "spark")
@@ -203,7 +205,9 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
 
     def _planned(self, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
         scoped = self._planning[3]
-        plan = plan.replace(engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter))
+        plan = plan.replace(
+            engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter)
+        )
         totals = plan.totals
         self.log.info(
             "Plan (%s) for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",
