@@ -332,7 +332,7 @@ def init_type_hints(cls: type) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
-            hints.update(typing.get_type_hints(klass.__init__))
+            hints.update(typing.get_type_hints(vars(klass)["__init__"]))
     hints.pop("return", None)
     return hints
 
@@ -343,4 +343,5 @@ def coerce_rendered_fields(task: Any) -> None:
     The first line of every operator's ``execute`` and of every sensor's wait: a templated
     ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
     """
-    coerce_attributes(task, task.template_fields, init_type_hints(type(task)))
+    task_class: type = type(task)  # as a plain type: mypy does not see type[X] as Hashable (the cache's key)
+    coerce_attributes(task, task.template_fields, init_type_hints(task_class))

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
@@ -67,6 +67,10 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
     template_fields: Sequence[str] = ("table", "lake_conn_id", "ttl_seconds", "on_busy", "wait_timeout_seconds",
                                       "poke_interval_seconds", "holder", "dry_run")
     ui_color = "#fff3c4"
+
+    if TYPE_CHECKING:
+        # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
 
     def __init__(
         self,
