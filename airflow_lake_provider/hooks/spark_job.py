@@ -48,6 +48,7 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -174,7 +175,7 @@ class EnvPlacement:
     process_env: dict[str, str]  # on top of the worker's environment, for the spark-submit process
 
 
-def place_env_vars(target: SparkTarget, env_vars: dict[str, Any], process_env: dict[str, str]) -> EnvPlacement:
+def place_env_vars(target: SparkTarget, env_vars: Mapping[str, Any], process_env: dict[str, str]) -> EnvPlacement:
     """Place ``env_vars`` as SparkSubmitHook does, with this hook's ``process_env`` kept on this machine.
 
     SparkSubmitHook sends ``env_vars`` to the YARN application master and to spark-submit's
@@ -309,7 +310,7 @@ def _jobs_archive(directory: Path) -> str:
     return str(archive)
 
 
-def _joined(*parts: str | list[str] | None) -> str | None:
+def _joined(*parts: str | Sequence[str] | None) -> str | None:
     """Comma-separated list for a spark-submit flag, without empties or repeats."""
     items: list[str] = []
     for part in parts:

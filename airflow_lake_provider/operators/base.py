@@ -47,6 +47,14 @@ def airflow_run(context: Any) -> AirflowRun | None:
                       try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))
 
 
+def task_run(context: Any) -> AirflowRun:
+    """The task try running this operator, for what only a task has (a lease holder's name)."""
+    run = airflow_run(context)
+    if run is None:
+        raise LakeConfigError("This operator needs the context of a running task: it has no task instance.")
+    return run
+
+
 @dataclasses.dataclass(frozen=True)
 class LakeTable:
     """One table of the lake as a step reads it (:class:`~airflow_lake_provider.steps.base.TableReader`)."""

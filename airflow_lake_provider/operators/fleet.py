@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.core.contracts import RewriteResult
 from airflow_lake_provider.core.identifiers import TableIdentifier
@@ -28,7 +28,14 @@ from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSe
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, run_prepared, summarize
+from airflow_lake_provider.operators.base import (
+    LakeSparkOperator,
+    LakeTable,
+    airflow_run,
+    run_prepared,
+    summarize,
+    task_run,
+)
 from airflow_lake_provider.steps.base import Outcome, Prepared
 from airflow_lake_provider.steps.plan import PlanStep
 from airflow_lake_provider.steps.rewrite import RewriteStep
@@ -180,15 +187,16 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.coerce_rendered_fields()
         settings = LeaseSettings.checked(self.lease_ttl_seconds, "skip")
         ti = context["ti"]
-        run = airflow_run(context)
+        run = task_run(context)
         holder = run.lease_holder(self.lease_holder or socket.gethostname())
         leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
         busy: dict[str, str] = {}
         ready: list[tuple[RewriteStep, Prepared]] = []
-        plans = [item.get("plan", item) for item in self.work]  # {"table", "plan"} items, or plain plans
-        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(self.work, plans, strict=True)]
+        items = cast("Sequence[dict[str, Any]]", self.work)  # a list once coerce_rendered_fields read the rendered text
+        plans = [item.get("plan", item) for item in items]  # {"table", "plan"} items, or plain plans
+        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(items, plans, strict=True)]
         try:
             for table, plan in work:
                 if not plan.get("groups"):
@@ -226,7 +234,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
     def _run_batch(self, ready: list[tuple[RewriteStep, Prepared]], results: dict[str, dict[str, Any]],
                    failures: dict[str, str]) -> None:
         """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's step."""
-        batch = batch_of([prepared.args for _, prepared in ready])
+        # Every prepared step here has its job's args (a prepared step has either args or an outcome).
+        batch = batch_of([prepared.args for _, prepared in ready if prepared.args is not None])
         self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
                       ", ".join(step.dotted for step, _ in ready))
         outcomes = self.run_job(batch).outcomes

@@ -76,6 +76,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
                                              f"{result.deleted_file_count} files no live snapshot needs")
 
     def _result(self, outcome: ExpiryOutcome) -> ExpireResult:
+        if self._report is None:
+            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
         decision, settings, current_id = self._report
         explained = decision.to_dict()
         return ExpireResult(
