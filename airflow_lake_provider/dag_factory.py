@@ -42,7 +42,7 @@ OLDER_THAN_PATTERN = r"^\s*(\d+(\.\d+)?\s*[wdhmsWDHMS]|[Pp][0-9WDTHMSwdthms.]+)\
 
 def table_param(table_default: str | None = None) -> Param:
     """The form's table field (required when there is no default), checked against TABLE_PATTERN."""
-    text = {"type": "string", "pattern": TABLE_PATTERN, "title": "Table",
+    text: dict[str, Any] = {"type": "string", "pattern": TABLE_PATTERN, "title": "Table",
             "description": "The table to maintain, as namespace.table (for example demo.events)."}
     return Param(table_default, **text) if table_default else Param(**text)
 
@@ -54,7 +54,8 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
         "target_file_size_bytes": Param(
             None, type=["null", "integer"], minimum=1024 * 1024, maximum=16 * 1024**3,
             title="Target file size (bytes)",
-            description="Size the rewrite aims for. Empty: the table's write.target-file-size-bytes (512 MiB by default).",
+            description="Size the rewrite aims for. Empty: the table's write.target-file-size-bytes "
+            "(512 MiB by default).",
         ),
         "min_input_files": Param(
             5, type="integer", minimum=1, maximum=100000, title="Minimum input files",
@@ -140,6 +141,15 @@ def retention_params() -> dict[str, Param]:
 
 
 
+def _rendered(template: str) -> Any:
+    """A templated argument where the parameter declares a typed value (``int``, ``bool``...).
+
+    Airflow renders ``template`` at run time and the operator coerces the text to the declared type
+    (:mod:`airflow_lake_provider.core.coercion`), so the template stands for a value of that type.
+    """
+    return template
+
+
 def maintenance_chain(
     *,
     lake_conn_id: str = "lake_default",
@@ -157,19 +167,19 @@ def maintenance_chain(
     return lake_maintenance_group(
         table="{{ params.table }}", group_id="lake_maintenance", prefix_group_id=False,
         lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id, cleanup_trigger_rule=cleanup_trigger_rule,
-        target_file_size_bytes="{{ params.target_file_size_bytes }}",
-        min_input_files="{{ params.min_input_files }}",
+        target_file_size_bytes=_rendered("{{ params.target_file_size_bytes }}"),
+        min_input_files=_rendered("{{ params.min_input_files }}"),
         partition_filter="{{ params.partition_filter }}",
         strategy="{{ params.strategy }}", sort_order="{{ params.sort_order }}",
-        zorder_columns="{{ params.zorder_columns }}",
-        override_table_retention="{{ params.override_table_retention }}",
+        zorder_columns=_rendered("{{ params.zorder_columns }}"),
+        override_table_retention=_rendered("{{ params.override_table_retention }}"),
         older_than="{{ params.older_than }}",
-        retain_last="{{ params.retain_last }}",
+        retain_last=_rendered("{{ params.retain_last }}"),
         policy="{{ params.policy }}",
-        retained="{{ params.retained }}",
-        remove_orphans="{{ params.remove_orphans }}",
-        orphan_older_than_hours="{{ params.orphan_older_than_hours }}",
-        dry_run="{{ params.dry_run }}",
+        retained=_rendered("{{ params.retained }}"),
+        remove_orphans=_rendered("{{ params.remove_orphans }}"),
+        orphan_older_than_hours=_rendered("{{ params.orphan_older_than_hours }}"),
+        dry_run=_rendered("{{ params.dry_run }}"),
         lease={"on_busy": "{{ params.lease_on_busy }}"},
     )
 

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from datetime import timedelta
-from typing import Any
+from typing import Any, cast
 
 from airflow.sdk import TaskGroup
 
@@ -169,8 +169,8 @@ def lake_maintenance_group(
         tooltip = "plan >> rewrite >> expire >> clean" + ("" if templated else f" {table}")
     lease_options = _lease_options(lease)
     common = {"table": table, "lake_conn_id": lake_conn_id, "spark_conn_id": spark_conn_id, **operator_kwargs}
-    with LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id,
-                              tooltip=tooltip) as group:
+    group = LakeMaintenanceGroup(group_id=group_id, prefix_group_id=prefix_group_id, tooltip=tooltip)
+    with group:
         acquire = None
         if lease_options is not None:
             acquire = IcebergAcquireLeaseOperator(task_id=ACQUIRE_LEASE, table=table, lake_conn_id=lake_conn_id,
@@ -187,10 +187,10 @@ def lake_maintenance_group(
                      engine=engine),
         )
         rewrite = IcebergRewriteDataFilesOperator(
-            task_id=REWRITE, **common, plan=plan.output, require_plan=True,
+            # The XComArgs here (plan, approved, lease) are the upstream results once Airflow resolves them.
+            task_id=REWRITE, **common, plan=cast("dict[str, Any]", plan.output), require_plan=True,
             **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
         )
-        gated = approve_deletions_over is not None
         if isinstance(approve_deletions_over, DeletionThreshold):
             approve_deletions_over.validate()
         expire_args = {**common, "protected_snapshot_ids": rewrite.output, "trigger_rule": cleanup_trigger_rule,
@@ -204,34 +204,38 @@ def lake_maintenance_group(
                              orphan_older_than_hours=orphan_older_than_hours,
                              override_table_retention=override_table_retention)}
 
-        def gate(step: str, task_id: str, preview: Any, also_skip: list[str]) -> LakeDeletionApprovalOperator:
+        def gate(step: str, task_id: str, preview: Any, also_skip: list[str],
+                 threshold: DeletionThreshold | Mapping[str, Any]) -> LakeDeletionApprovalOperator:
             return LakeDeletionApprovalOperator(
-                task_id=task_id, table=table, step=step, preview=preview.output, threshold=approve_deletions_over,
+                task_id=task_id, table=table, step=step, preview=preview.output, threshold=threshold,
                 lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip],
                 response_timeout=approval_timeout)
 
-        if not gated:
+        if approve_deletions_over is None:
             expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **_given(dry_run=dry_run))
             clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), **_given(dry_run=dry_run))
             plan >> rewrite >> expire >> clean
         else:
             expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
-            approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN])
+            approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN],
+                                  approve_deletions_over)
             # The step runs after a skipped rewrite too (cleanup_trigger_rule), so the trigger rule cannot
             # be what stops it: require_approval makes it skip itself when its gate passed nothing, and a
             # gate that failed or timed out fails it (none_failed).
-            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, approved=approve_expire.output,
+            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args,
+                                                    approved=cast("dict[str, Any]", approve_expire.output),
                                                     require_approval=True, **_given(dry_run=dry_run))
             clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire), dry_run=True)
-            approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [])
-            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), approved=approve_clean.output,
+            approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [], approve_deletions_over)
+            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire),
+                                               approved=cast("dict[str, Any]", approve_clean.output),
                                                require_approval=True, **_given(dry_run=dry_run))
             plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
         if acquire is not None:
             # Setup and teardown: the release runs after clean whatever happened (not when the
             # acquire itself skipped or failed: then there is nothing to give back), and Airflow
             # leaves it out of the run's state and of the group's leaves.
-            release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=acquire.output,
+            release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=cast("dict[str, Any]", acquire.output),
                                                   lake_conn_id=lake_conn_id)
             acquire.as_setup() >> plan
             clean >> release.as_teardown(setups=acquire)
@@ -248,5 +252,7 @@ def _lease_options(lease: bool | Mapping[str, Any]) -> dict[str, Any] | None:
         return dict(lease)
     if isinstance(lease, bool):
         return {} if lease else None
-    raise LakeConfigError(f"lake_maintenance_group: lease must be True, False or a mapping of {', '.join(LEASE_OPTIONS)}; "
-                          f"got {lease!r}.")
+    raise LakeConfigError(
+        f"lake_maintenance_group: lease must be True, False or a mapping of {', '.join(LEASE_OPTIONS)}; "
+        f"got {lease!r}."
+    )

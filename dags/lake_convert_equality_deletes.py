@@ -7,6 +7,8 @@ equality deletes returns at once and starts no Spark application. To run it on a
 copy this file and set ``schedule`` (e.g. ``"@hourly"``) and a default table.
 """
 
+from typing import cast
+
 from airflow.sdk import DAG, Param
 
 from airflow_lake_provider.dag_factory import AIRFLOW_START_DATE, table_param
@@ -30,5 +32,6 @@ with DAG(
     },
 ) as dag:
     IcebergConvertEqualityDeletesOperator(
-        task_id="convert_equality_deletes", table="{{ params.table }}", dry_run="{{ params.dry_run }}",
+        task_id="convert_equality_deletes", table="{{ params.table }}",
+        dry_run=cast(bool, "{{ params.dry_run }}"),  # rendered text, read as the bool the parameter declares
     )

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import json
 import os
+from typing import Any, cast
 
 import pendulum
 from airflow.sdk import DAG, Param, Variable, task
@@ -46,7 +47,8 @@ with DAG(
     tags=["iceberg", "maintenance", "fleet"],
     params={
         "tables": Param([], type="array", items={"type": "string"}, title="Tables",
-                        description="namespace.table names. Empty: the namespace below, or the lake_fleet_tables Variable."),
+                        description="namespace.table names. Empty: the namespace below, "
+                        "or the lake_fleet_tables Variable."),
         "namespace": Param(None, type=["null", "string"], title="Namespace",
                            description="Maintain every table of this namespace (when Tables is empty)."),
         "min_input_files": Param(5, type="integer", minimum=1, title="Minimum input files"),
@@ -58,8 +60,9 @@ with DAG(
 ) as dag:
 
     @task
-    def list_tables(params: dict) -> list[str]:
+    def list_tables(params: dict[str, Any] | None = None) -> list[str]:
         """Each table once (one maintenance task per table and run), in the order given."""
+        params = params or {}  # Airflow passes the run's params (a context key)
         if params.get("tables"):
             names = list(params["tables"])
         elif params.get("namespace"):
@@ -72,12 +75,14 @@ with DAG(
         return list(dict.fromkeys(str(name).strip() for name in names))
 
     tables = list_tables()
-    plans = IcebergFleetPlanOperator(task_id="plan", tables=tables,
+    # The XComArgs below are the upstream results once Airflow resolves them.
+    plans = IcebergFleetPlanOperator(task_id="plan", tables=cast("list[str]", tables),
                                      plan_settings={"min_input_files": "{{ params.min_input_files }}"})
 
     @task(trigger_rule="all_done")
-    def select_work(plans: list | None, params: dict) -> list[list[dict]]:
+    def select_work(plans: list | None, params: dict[str, Any] | None = None) -> list[list[dict]]:
         """Tables with something to compact, in batches (one Spark application each)."""
+        params = params or {}  # Airflow passes the run's params (a context key)
         work = [{"table": p["table"], "plan": p} for p in plans or [] if p["groups"]]
         size = int(params["tables_per_application"])
         return [work[i:i + size] for i in range(0, len(work), size)]
@@ -85,7 +90,7 @@ with DAG(
     rewrites = IcebergFleetRewriteOperator.partial(
         task_id="rewrite", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
         release_leases=False,  # handed on to each table's expire; release_lease gives them back
-    ).expand(work=select_work(plans.output))
+    ).expand(work=select_work(cast("list[Any]", plans.output)))
 
     @task
     def compacted(batches: list) -> list[dict]:
@@ -94,7 +99,7 @@ with DAG(
         return [{"table": r["table"], "protected_snapshot_ids": r, "lease": r.get("lease")}
                 for batch in batches for r in batch or []]
 
-    compacted_tables = compacted(rewrites.output)
+    compacted_tables = compacted(cast("list[Any]", rewrites.output))
     expires = IcebergExpireSnapshotsOperator.partial(
         task_id="expire", pool=SPARK_POOL, max_active_tis_per_dag=MAX_CONCURRENT_SPARK_APPS,
         override_table_retention="{{ params.override_table_retention }}", older_than="{{ params.older_than }}",

@@ -20,6 +20,7 @@ connection it works on the embedded lake.
 from __future__ import annotations
 
 import datetime as dt
+from typing import cast
 
 import pendulum
 from airflow.sdk import DAG, Param
@@ -63,10 +64,11 @@ with DAG(
     wait_for_health = IcebergTableHealthSensor(
         task_id="wait_for_health",
         table="{{ params.table }}",
-        min_small_files="{{ params.min_small_files }}",
-        min_delete_ratio="{{ params.min_delete_ratio }}",
-        min_snapshots="{{ params.min_snapshots }}",
-        max_score="{{ params.max_score }}",
+        # Rendered text, which the sensor reads as the numbers its parameters declare.
+        min_small_files=cast("int | None", "{{ params.min_small_files }}"),
+        min_delete_ratio=cast("float | None", "{{ params.min_delete_ratio }}"),
+        min_snapshots=cast("int | None", "{{ params.min_snapshots }}"),
+        max_score=cast("float | None", "{{ params.max_score }}"),
         mode="reschedule",
         poke_interval=15 * 60,
         timeout=WAIT,

@@ -38,7 +38,8 @@ _KEYS = {"table", "lake_conn_id", "thresholds", "poll_interval", "maintenance"}
 
 def watched_tables() -> list[dict[str, Any]]:
     """The watched tables' settings, validated (a bad setting is an import error with a sentence)."""
-    text = Variable.get("lake_watched_tables", default=None) or os.environ.get("LAKE_WATCHED_TABLES") or "[]"
+    # The watched tables decide which DAGs this file defines, so they are read when it is parsed (not in a task).
+    text = Variable.get("lake_watched_tables", default=None) or os.environ.get("LAKE_WATCHED_TABLES") or "[]"  # noqa: AIR003
     try:
         entries = json.loads(text)
     except json.JSONDecodeError as error:

@@ -69,7 +69,9 @@ def resolve_clean_policy(
                 removed[sid] = f"not kept by clean policy {label} (override_table_retention)"
             elif sid in table.removed:
                 expire.add(sid)
-                removed[sid] = f"not kept by clean policy {label}, and the table's retention lets it go: {table.removed[sid]}"
+                removed[sid] = (
+                    f"not kept by clean policy {label}, and the table's retention lets it go: {table.removed[sid]}"
+                )
         elif override and sid in table.removed:  # another branch's history, past its own rules
             expire.add(sid)
             removed[sid] = table.removed[sid]

@@ -222,7 +222,7 @@ def parse_older_than(value: Any, *, now_ms: int) -> int | None:
     if isinstance(value, datetime):
         return _cutoff(_datetime_ms(value), value, now_ms)
     if isinstance(value, date):
-        return _cutoff(_datetime_ms(datetime(value.year, value.month, value.day)), value, now_ms)
+        return _cutoff(_datetime_ms(datetime(value.year, value.month, value.day, tzinfo=timezone.utc)), value, now_ms)
     if isinstance(value, bool):
         raise LakeConfigError(f"older_than={value!r} is not understood; accepted: {_ACCEPTED}.")
     if isinstance(value, (int, float)):
@@ -282,7 +282,8 @@ def _optional(annotation: Any) -> tuple[bool, Any]:
     if typing.get_origin(annotation) in (Union, types.UnionType):
         args = [a for a in typing.get_args(annotation) if a is not type(None)]
         if len(args) < len(typing.get_args(annotation)):
-            return True, (args[0] if len(args) == 1 else Union[tuple(args)])
+            # A Union of types known only at runtime has no `X | Y` spelling.
+            return True, (args[0] if len(args) == 1 else Union[tuple(args)])  # noqa: UP007
     return False, annotation
 
 
@@ -331,7 +332,7 @@ def init_type_hints(cls: type) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
-            hints.update(typing.get_type_hints(klass.__init__))
+            hints.update(typing.get_type_hints(vars(klass)["__init__"]))
     hints.pop("return", None)
     return hints
 
@@ -342,4 +343,5 @@ def coerce_rendered_fields(task: Any) -> None:
     The first line of every operator's ``execute`` and of every sensor's wait: a templated
     ``"False"`` is False, ``"None"`` is None for an optional field, ``"5"`` is 5.
     """
-    coerce_attributes(task, task.template_fields, init_type_hints(type(task)))
+    task_class: type = type(task)  # as a plain type: mypy does not see type[X] as Hashable (the cache's key)
+    coerce_attributes(task, task.template_fields, init_type_hints(task_class))

@@ -18,16 +18,16 @@ import types
 import typing
 from collections.abc import Mapping, Sequence
 from functools import cache
-from typing import Any, ClassVar, TypeVar
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.exceptions import LakeConfigError
 
+if TYPE_CHECKING:  # typing_extensions is there for the type checker only: the Spark driver may not have it
+    from typing_extensions import Self
+
 #: The prefix of the snapshot summary properties that name the Airflow run behind a commit.
 RUN_PROPERTY_PREFIX = "airflow."
-
-C = TypeVar("C", bound="Contract")
-
 
 class Contract:
     """Base of the step contracts (frozen dataclasses): JSON out, JSON in, one validation."""
@@ -35,12 +35,15 @@ class Contract:
     #: The step's name in error messages.
     what: ClassVar[str] = "step"
 
+    if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
+        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
         return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
 
     @classmethod
-    def from_json(cls: type[C], data: Mapping[str, Any] | None) -> C:
+    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
         """The contract from its JSON: unknown keys ignored, missing keys take their default."""
         if data is None:
             data = {}
@@ -48,7 +51,8 @@ class Contract:
             return data
         if not isinstance(data, Mapping):
             raise LakeConfigError(f"The {cls.what} contract needs a mapping; got {type(data).__name__}.")
-        hints = _hints(cls)
+        klass: type = cls  # as a plain type: mypy does not see type[Self] as Hashable (the cache's key)
+        hints = _hints(klass)
         values = {}
         for f in dataclasses.fields(cls):
             if f.name in data and f.init:
@@ -58,11 +62,11 @@ class Contract:
         except TypeError as error:  # a required field is missing
             raise LakeConfigError(f"The {cls.what} contract is incomplete: {error}.") from None
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         """Refuse a contract that cannot be right (``LakeConfigError``); returns itself."""
         return self
 
-    def replace(self: C, **changes: Any) -> C:
+    def replace(self, **changes: Any) -> Self:
         return dataclasses.replace(self, **changes)
 
 
@@ -119,7 +123,7 @@ class CommitRetry(Contract):
     max_attempts: int = 3
     retry_backoff_seconds: float = 2.0
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         attempts, backoff = self.max_attempts, self.retry_backoff_seconds
         if isinstance(attempts, bool) or not isinstance(attempts, int) or not 1 <= attempts <= self.most_attempts:
             raise LakeConfigError(
@@ -292,7 +296,9 @@ def parse_sort_order(text: str | None) -> list[tuple[str, str, str]]:
     for part in text.split(","):
         match = _ORDER_TERM.match(part)
         if not match:
-            raise ValueError(f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'.")
+            raise ValueError(
+                f"Cannot read sort order term {part.strip()!r}: write 'column [ASC|DESC] [NULLS FIRST|LAST]'."
+            )
         direction = (match.group(2) or "ASC").upper()
         nulls = (match.group(3) or ("FIRST" if direction == "ASC" else "LAST")).upper()
         terms.append((match.group(1), direction, nulls))
@@ -478,7 +484,7 @@ class ExpireJobArgs(Contract):
     refs: dict[str, int] | None = None
     removed_refs: list[str] = dataclasses.field(default_factory=list)
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         if not self.table:
             raise LakeConfigError(f"The {self.what} needs a table.")
         _check_snapshot_ids(self.what, snapshot_ids=self.snapshot_ids, protected_ids=self.protected_ids)
@@ -597,7 +603,7 @@ class CleanJobArgs(ExpireJobArgs):
     # With an approval gate: only these orphans may be taken (None: no gate, every orphan found).
     approved_orphan_files: list[str] | None = None
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         # Imported here: core.quarantine builds on this module's Contract.
         from airflow_lake_provider.core.quarantine import checked_quarantine_days
 
@@ -665,7 +671,7 @@ class RestoreQuarantineJobArgs(Contract):
     quarantine_run: str | None = None
     quarantine_location: str | None = None
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         from airflow_lake_provider.core.quarantine import run_reference
 
         if not self.table:
@@ -712,7 +718,7 @@ class ConvertEqualityDeletesJobArgs(CommitRetry):
     dry_run: bool = False
     snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         if not self.table:
             raise LakeConfigError(f"The {self.what} needs a table.")
         return super().validate()
@@ -767,7 +773,7 @@ class ConvertEqualityDeletesResult(Contract):
         return data
 
     @classmethod
-    def from_json(cls: type[C], data: Mapping[str, Any] | None) -> C:
+    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
         if isinstance(data, Mapping):
             data = dict(data)
             for key in (ADDED_POSITION_DELETE_FILES, ADDED_DELETION_VECTORS):
@@ -792,7 +798,7 @@ class SqlJobArgs(Contract):
     statements: list[str] = dataclasses.field(default_factory=list)
     max_rows: int = 1000
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         if not self.statements or not all(isinstance(s, str) and s.strip() for s in self.statements):
             raise LakeConfigError(f"The {self.what} needs at least one statement, each a non-empty string; "
                                   f"got {self.statements!r}.")
@@ -837,7 +843,7 @@ class BatchJobArgs(Contract):
 
     jobs: list[BatchJobItem] = dataclasses.field(default_factory=list)
 
-    def validate(self: C) -> C:
+    def validate(self) -> Self:
         if not self.jobs:
             raise LakeConfigError(f"The {self.what} needs at least one job.")
         if any(item.job == "batch" for item in self.jobs):

@@ -9,7 +9,7 @@ manifests), and :mod:`airflow_lake_provider.core.table_digest` from the metadata
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any
 
@@ -59,7 +59,7 @@ class TableHistory:
     snapshots: tuple[SnapshotInfo, ...]
     refs: tuple[SnapshotRef, ...]
     current_snapshot_id: int | None
-    retention: TableRetention = TableRetention()
+    retention: TableRetention = field(default_factory=TableRetention)
 
     @cached_property
     def by_id(self) -> dict[int, SnapshotInfo]:

@@ -9,9 +9,8 @@ Declared once, here. The job hook runs an args contract and returns the job's re
 from __future__ import annotations
 
 import dataclasses
-from typing import Generic, TypeVar
-
 from collections.abc import Sequence
+from typing import Generic, TypeVar
 
 from airflow_lake_provider.core.contracts import (
     BatchJobArgs,

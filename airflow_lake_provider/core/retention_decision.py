@@ -102,7 +102,9 @@ def table_verdicts(
         snapshot = history.by_id.get(ref.snapshot_id)
         rule = ref.own_rule("max-ref-age-ms", table.max_ref_age_ms)
         if snapshot is None:
-            removed_refs[ref.name] = f"{ref.ref_type} {ref.name} removed: its snapshot {ref.snapshot_id} no longer exists"
+            removed_refs[ref.name] = (
+                f"{ref.ref_type} {ref.name} removed: its snapshot {ref.snapshot_id} no longer exists"
+            )
         elif rule.value is not None and now_ms - snapshot.timestamp_ms > rule.value:
             removed_refs[ref.name] = (f"{ref.ref_type} {ref.name} removed: {rule} exceeded (its snapshot "
                                       f"{ref.snapshot_id} is {human_ms(now_ms - snapshot.timestamp_ms)} old)")
@@ -179,7 +181,9 @@ def safety_reasons(history: TableHistory, protected_ids: Sequence[int]) -> dict[
                 f"Protected {history.describe(snapshot_id)} is not in the table's history: it was expired already, "
                 "or it belongs to another table. Check which upstream result was passed as protected_snapshot_ids."
             )
-        held[snapshot_id] = ", ".join(filter(None, (held.get(snapshot_id), "protected (pending work of an upstream task)")))
+        held[snapshot_id] = ", ".join(
+            filter(None, (held.get(snapshot_id), "protected (pending work of an upstream task)"))
+        )
     return held
 
 
@@ -213,9 +217,13 @@ def merge_reasons(*sources: Mapping[int, Any]) -> dict[int, list[str]]:
     return merged
 
 
+# The default of resolve_expiry: the table's own retention decides (frozen, so one instance serves every call).
+_TABLE_RETENTION_DECIDES = ExpirySettings()
+
+
 def resolve_expiry(
     history: TableHistory,
-    settings: ExpirySettings = ExpirySettings(),
+    settings: ExpirySettings = _TABLE_RETENTION_DECIDES,
     *,
     now_ms: int,
     snapshot_ids: Sequence[int] = (),
@@ -253,6 +261,6 @@ def resolve_expiry(
                 "or the protection first if it really must go."
             )
     removed = {sid: why for sid, why in table.removed.items() if sid not in safe}
-    removed.update({sid: "named in snapshot_ids" for sid in explicit})
+    removed.update(dict.fromkeys(explicit, "named in snapshot_ids"))
     kept = merge_reasons(safe, table.kept)
     return decide(history, set(removed), kept, removed, table.removed_refs)

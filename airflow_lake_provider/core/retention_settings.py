@@ -89,7 +89,9 @@ class ExpirySettings:
         A value that would silently replace the table owner's settings is an error, not a default.
         """
         if not override_table_retention and (older_than_ms is not None or retain_last is not None):
-            given = ", ".join(n for n, v in (("older_than", older_than_ms), ("retain_last", retain_last)) if v is not None)
+            given = ", ".join(
+                n for n, v in (("older_than", older_than_ms), ("retain_last", retain_last)) if v is not None
+            )
             raise LakeConfigError(
                 f"{given} given, but the table's own retention applies (its history.expire.* properties and its refs' "
                 "settings). To apply your value instead, set override_table_retention=True (in the form: 'Override "
@@ -221,7 +223,8 @@ def effective_retention(
         kept_by = []
         if expiry is not None and expiry.override_table_retention:
             override_min, override_age = expiry.override_rules()
-            kept_by.append(f"the expire step's override [{_keep_phrase(override_min or table_min, override_age or table_age)}]")
+            override_phrase = _keep_phrase(override_min or table_min, override_age or table_age)
+            kept_by.append(f"the expire step's override [{override_phrase}]")
         elif expiry is not None:
             kept_by.append(tables)
         kept_by.append(policy if clean.override_table_retention else f"either {tables} or {policy}")

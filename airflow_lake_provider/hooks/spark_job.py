@@ -48,6 +48,7 @@ import sys
 import tempfile
 import uuid
 import zipfile
+from collections.abc import Mapping, Sequence
 from dataclasses import dataclass
 from functools import cached_property
 from pathlib import Path
@@ -102,7 +103,8 @@ logger.deploy.level = info
 _FLAG_CONF = {"spark.jars": "jars", "spark.jars.packages": "packages", "spark.files": "files",
               "spark.submit.pyFiles": "py_files"}
 # Set through the deploy mode and the Spark connection, never through spark_conf.
-_REFUSED_CONF = {"spark.master": "the Spark connection's host", "spark.submit.deployMode": "deploy_mode or the Spark connection's deploy-mode extra"}
+_REFUSED_CONF = {"spark.master": "the Spark connection's host",
+                 "spark.submit.deployMode": "deploy_mode or the Spark connection's deploy-mode extra"}
 
 
 class _SparkSubmitHook(SparkSubmitHook):
@@ -173,7 +175,7 @@ class EnvPlacement:
     process_env: dict[str, str]  # on top of the worker's environment, for the spark-submit process
 
 
-def place_env_vars(target: SparkTarget, env_vars: dict[str, Any], process_env: dict[str, str]) -> EnvPlacement:
+def place_env_vars(target: SparkTarget, env_vars: Mapping[str, Any], process_env: dict[str, str]) -> EnvPlacement:
     """Place ``env_vars`` as SparkSubmitHook does, with this hook's ``process_env`` kept on this machine.
 
     SparkSubmitHook sends ``env_vars`` to the YARN application master and to spark-submit's
@@ -271,7 +273,8 @@ def shipped_modules() -> list[Path]:
             todo.append(PACKAGE_DIR / package / "__init__.py")
         for name in _package_imports(path):
             parts = name.split(".")[1:]
-            module, package = PACKAGE_DIR.joinpath(*parts).with_suffix(".py"), PACKAGE_DIR.joinpath(*parts, "__init__.py")
+            module = PACKAGE_DIR.joinpath(*parts).with_suffix(".py")
+            package = PACKAGE_DIR.joinpath(*parts, "__init__.py")
             todo += [candidate for candidate in (module, package) if candidate.is_file()]
     return sorted(found)
 
@@ -307,7 +310,7 @@ def _jobs_archive(directory: Path) -> str:
     return str(archive)
 
 
-def _joined(*parts: str | list[str] | None) -> str | None:
+def _joined(*parts: str | Sequence[str] | None) -> str | None:
     """Comma-separated list for a spark-submit flag, without empties or repeats."""
     items: list[str] = []
     for part in parts:
@@ -368,7 +371,9 @@ class LakeSparkJobHook(BaseHook):
         conn = self.spark_connection
         master = self._master(conn)
         mode, source = (self.settings.deploy_mode, "deploy_mode") if self.settings.deploy_mode else (
-            conn.extra_dejson.get("deploy-mode"), f"the deploy-mode extra of Spark connection {self.settings.spark_conn_id!r}")
+            conn.extra_dejson.get("deploy-mode"),
+            f"the deploy-mode extra of Spark connection {self.settings.spark_conn_id!r}",
+        )
         mode = str(mode).strip().lower() if mode else "client"
         if mode not in DEPLOY_MODES:
             raise LakeConfigError(f"Deploy mode {mode!r} (from {source}) must be 'client' or 'cluster'.")
@@ -459,9 +464,12 @@ class LakeSparkJobHook(BaseHook):
             # Shipped with --files into the driver's working directory (see _artifacts).
             options = f"-Dlog4j.configurationFile={LOG_CONFIG_NAME}"
             user = launch.get("spark.driver.extraJavaOptions")
-            launch["spark.driver.extraJavaOptions"] = f"{options} {user}" if user else options  # the user's last: it wins
+            # The user's options last: they win.
+            launch["spark.driver.extraJavaOptions"] = f"{options} {user}" if user else options
 
-    def _artifacts(self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path) -> dict[str, str | None]:
+    def _artifacts(
+        self, target: SparkTarget, launch: dict[str, str], work_dir: Path, spec_path: Path
+    ) -> dict[str, str | None]:
         """The jars, packages, Python files and files spark-submit ships (conf lists merged in)."""
         merged = {flag: launch.pop(key, None) for key, flag in _FLAG_CONF.items()}
         given = (_joined(self.settings.packages, merged["packages"]) or "").split(",")
@@ -509,7 +517,9 @@ class LakeSparkJobHook(BaseHook):
             env["PYSPARK_PYTHON"] = os.environ.get("PYSPARK_PYTHON") or sys.executable
         return env
 
-    def build_spec(self, job: str, args: dict[str, Any], result_location: str, session_conf: dict[str, str]) -> dict[str, Any]:
+    def build_spec(
+        self, job: str, args: dict[str, Any], result_location: str, session_conf: dict[str, str]
+    ) -> dict[str, Any]:
         return {
             "job": job,
             "catalog": self.lake_hook.config.name,
@@ -578,7 +588,7 @@ class LakeSparkJobHook(BaseHook):
             submission = self.prepare(args, target, work_dir)  # refuses missing jars, offline
             # Opening the catalog checks it (and the store) answers before a JVM starts, and on SQLite
             # creates the catalog tables Spark expects to find (it is told not to create them itself).
-            self.lake_hook.catalog
+            _ = self.lake_hook.catalog
             return job.result.from_json(self._submit(submission))
         finally:
             shutil.rmtree(work_dir, ignore_errors=True)

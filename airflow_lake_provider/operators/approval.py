@@ -11,9 +11,9 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.core.approval import (
+    LISTED_IN_BODY,
     Approval,
     DeletionPreview,
-    LISTED_IN_BODY,
     DeletionThreshold,
     approval_body,
     approval_needed,
@@ -103,8 +103,10 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
             raise LakeConfigError(f"The approval gate of the {self.step} of {self.table} needs the {self.step} "
                                   f"dry run's result (e.g. {self.step}_preview.output); got {result!r}.")
         if not result.get("dry_run"):
-            raise LakeConfigError(f"The approval gate of the {self.step} of {self.table} was given a result of a "
-                                  "run that was not a dry run: the files are gone already, there is nothing to approve.")
+            raise LakeConfigError(
+                f"The approval gate of the {self.step} of {self.table} was given a result of a "
+                "run that was not a dry run: the files are gone already, there is nothing to approve."
+            )
         name = TableIdentifier.parse(self.table).dotted
         table = self.lake_hook.load_table(TableIdentifier.parse(self.table))
         snapshot_ids = [int(i) for i in result.get("would_expire_snapshot_ids") or ()]

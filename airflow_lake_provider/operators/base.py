@@ -4,11 +4,10 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
-import logging
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
@@ -26,7 +25,7 @@ from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, StepLog
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -46,6 +45,14 @@ def airflow_run(context: Any) -> AirflowRun | None:
         return None
     return AirflowRun(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
                       try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))
+
+
+def task_run(context: Any) -> AirflowRun:
+    """The task try running this operator, for what only a task has (a lease holder's name)."""
+    run = airflow_run(context)
+    if run is None:
+        raise LakeConfigError("This operator needs the context of a running task: it has no task instance.")
+    return run
 
 
 @dataclasses.dataclass(frozen=True)
@@ -69,12 +76,14 @@ def run_prepared(step: Step, prepared: Prepared, run_job: Any) -> Outcome:
     return step.finish(prepared, run_job(prepared.args))
 
 
-def summarize(log: logging.Logger, table: LakeTable, before: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
+def summarize(log: StepLog, table: LakeTable, before: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
     """End a step's log with one human line, what was done and the table before -> after; returns after.
 
     An outcome that did not change the table (a dry run, nothing to do) reports ``before`` as it is,
     without reading the table again.
     """
+    # Callers pass outcomes with a summary only (the runner checks; the fleet's rewrite always has one).
+    assert outcome.summary is not None, "summarize needs an outcome with a summary"
     after = table.read_digest().state() if outcome.changed else before
     log.info("%s", describe_change(table.identifier.dotted, before, after, outcome.summary))
     return after
@@ -98,7 +107,7 @@ class LakeSparkOperator(BaseOperator):
     """
 
     template_fields: Sequence[str] = ("lake_conn_id", "spark_conn_id", "spark_conf")
-    template_fields_renderers: dict[str, str] = {"spark_conf": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cfe8fc"
     operator_extra_links = (SparkHistoryLink(),)
 
@@ -183,7 +192,7 @@ class LakeSparkOperator(BaseOperator):
                         self.log.error("%s Stopping the Spark job.", error)
                         self.on_kill()
                         return
-                    except Exception as error:  # a catalog hiccup: the next beat tries again before expiry
+                    except Exception as error:  # noqa: BLE001 - a catalog hiccup: the next beat tries again before expiry
                         self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
 
         thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
@@ -205,7 +214,8 @@ class LakeSparkOperator(BaseOperator):
         self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
         parent = self._job_hook.lineage_parent
         if parent:
-            self.log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
+            self.log.info("Its OpenLineage parent: job %s/%s, run %s.",
+                          parent.get("spark.openlineage.parentJobNamespace"),
                           parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
         if self.spark_application_url:
@@ -233,7 +243,9 @@ class LakeMaintenanceOperator(LakeSparkOperator):
     """
 
     template_fields: Sequence[str] = ("table", *LakeSparkOperator.template_fields, "lease")
-    template_fields_renderers: dict[str, str] = {**LakeSparkOperator.template_fields_renderers, "lease": "json"}
+    template_fields_renderers: ClassVar[dict[str, str]] = {
+        **LakeSparkOperator.template_fields_renderers, "lease": "json"
+    }
     #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
     consumes_plan: bool = False
     #: Declares the maintenance asset alias and, after a run that changed the table, emits an event

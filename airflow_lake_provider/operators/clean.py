@@ -37,7 +37,8 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     ``override_table_retention=True``, when the policy alone decides main's history. Other
     branches and tags always follow their own rules (a tag past its ``max-ref-age-ms`` is removed
     as Iceberg would). The current snapshot and ``protected_snapshot_ids`` (pending work) are never
-    removed. The log lists the rule that kept or removed every snapshot. Orphan files (under the table location, referenced by no snapshot, tag or branch)
+    removed. The log lists the rule that kept or removed every snapshot. Orphan files (under the
+    table location, referenced by no snapshot, tag or branch)
     older than ``orphan_older_than_hours`` (default 72) are taken; less than 24 hours is refused
     unless ``force_orphan_floor=True``, since a writer still in flight owns young files. Taken
     orphans are moved to a quarantine (a manifest per run) and deleted by a later clean after
@@ -83,6 +84,10 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
     )
     template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "expire_result": "json",
                                  "approved": "json"}
+
+    if TYPE_CHECKING:
+        # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
 
     def __init__(
         self,

@@ -48,6 +48,10 @@ class IcebergConvertEqualityDeletesOperator(LakeMaintenanceOperator):
         "snapshot_id", "dry_run", "max_commit_attempts", "commit_retry_backoff_seconds",
     )
 
+    if TYPE_CHECKING:
+        # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
+
     def __init__(
         self,
         *,

@@ -57,6 +57,10 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
     )
     template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "approved": "json"}
 
+    if TYPE_CHECKING:
+        # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
+
     def __init__(
         self,
         *,

@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.core.contracts import RewriteResult
 from airflow_lake_provider.core.identifiers import TableIdentifier
@@ -28,7 +28,14 @@ from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSe
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, run_prepared, summarize
+from airflow_lake_provider.operators.base import (
+    LakeSparkOperator,
+    LakeTable,
+    airflow_run,
+    run_prepared,
+    summarize,
+    task_run,
+)
 from airflow_lake_provider.steps.base import Outcome, Prepared
 from airflow_lake_provider.steps.plan import PlanStep
 from airflow_lake_provider.steps.rewrite import RewriteStep
@@ -95,7 +102,7 @@ class IcebergFleetPlanOperator(_FleetStep):
                 plans.append(run_prepared(step, prepared, self.run_job).result.to_json())
             except LakePlanRefused as refusal:
                 failures[table] = f"plan refused: {refusal}"
-            except Exception as error:  # noqa: BLE001 - one table's failure is reported, the others planned
+            except Exception as error:  # one table's failure is reported, the others planned
                 self.log.exception("Could not plan %s.", table)
                 failures[table] = f"{type(error).__name__}: {error}"
         work = [plan for plan in plans if plan["groups"]]
@@ -157,7 +164,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.ttl_seconds = ttl_seconds
         self.holder = holder
         self.release_leases = release_leases
-        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []  # table, before, after, result
+        # table, before, after, result
+        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
         self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
 
@@ -180,15 +188,16 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.coerce_rendered_fields()
         settings = LeaseSettings.checked(self.ttl_seconds, "skip")
         ti = context["ti"]
-        run = airflow_run(context)
+        run = task_run(context)
         holder = run.lease_holder(self.holder or socket.gethostname())
         leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
         busy: dict[str, str] = {}
         ready: list[tuple[RewriteStep, Prepared]] = []
-        plans = [item.get("plan", item) for item in self.work]  # {"table", "plan"} items, or plain plans
-        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(self.work, plans, strict=True)]
+        items = cast("Sequence[dict[str, Any]]", self.work)  # a list once coerce_rendered_fields read the rendered text
+        plans = [item.get("plan", item) for item in items]  # {"table", "plan"} items, or plain plans
+        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(items, plans, strict=True)]
         try:
             for table, plan in work:
                 if not plan.get("groups"):
@@ -226,7 +235,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
     def _run_batch(self, ready: list[tuple[RewriteStep, Prepared]], results: dict[str, dict[str, Any]],
                    failures: dict[str, str]) -> None:
         """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's step."""
-        batch = batch_of([prepared.args for _, prepared in ready])
+        # Every prepared step here has its job's args (a prepared step has either args or an outcome).
+        batch = batch_of([prepared.args for _, prepared in ready if prepared.args is not None])
         self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
                       ", ".join(step.dotted for step, _ in ready))
         outcomes = self.run_job(batch).outcomes
@@ -234,7 +244,9 @@ class IcebergFleetRewriteOperator(_FleetStep):
             try:
                 if outcome.failed:
                     raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
-                finished = run_prepared(step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result))
+                finished = run_prepared(
+                    step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result)
+                )
                 results[step.table] = self._keep(step, prepared, finished)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
                 failures[step.table] = str(error)

@@ -11,7 +11,7 @@ from __future__ import annotations
 import socket
 from collections.abc import Sequence
 from functools import cached_property
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
@@ -30,7 +30,7 @@ from airflow_lake_provider.core.lease import (
 )
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
-from airflow_lake_provider.operators.base import airflow_run
+from airflow_lake_provider.operators.base import task_run
 
 
 class IcebergAcquireLeaseOperator(BaseSensorOperator):
@@ -68,6 +68,10 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
                                       "poke_interval_seconds", "holder", "dry_run")
     ui_color = "#fff3c4"
 
+    if TYPE_CHECKING:
+        # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
+
     def __init__(
         self,
         *,
@@ -103,7 +107,7 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
         self._settings = LeaseSettings.checked(self.ttl_seconds, self.on_busy, self.wait_timeout_seconds,
                                                self.poke_interval_seconds)
         self._table = TableIdentifier.parse(self.table).dotted
-        self._holder = airflow_run(context).lease_holder(self.holder or socket.gethostname())
+        self._holder = task_run(context).lease_holder(self.holder or socket.gethostname())
         if self.dry_run:
             self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", self._table)
             return Lease(table=self._table, holder=self._holder, ttl_seconds=self._settings.ttl_seconds,

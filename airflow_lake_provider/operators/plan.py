@@ -53,7 +53,8 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
     :param scope: ``auto`` (default): a run with a data interval (scheduled, backfill, or manual
         for a logical date on a scheduled DAG) plans only the partitions of that interval (the
         table's time partition: hour/day/month/year transform, or identity on a date column); a
-        run without one plans the whole table (see :meth:`~airflow_lake_provider.steps.plan.PlanStep.interval_scope`). ``interval``: always
+        run without one plans the whole table (see
+        :meth:`~airflow_lake_provider.steps.plan.PlanStep.interval_scope`). ``interval``: always
         the interval (a run without one fails). ``table``: never scope. ``partition_filter`` is
         applied on top.
     :param include_file_paths: put every planned file's path in the XCom (off by default: the

@@ -3,16 +3,18 @@
 from __future__ import annotations
 
 import dataclasses
-import logging
 from collections.abc import Mapping
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.retention_decision import RetentionDecision
 
+if TYPE_CHECKING:
+    from airflow_lake_provider.steps.base import StepLog
+
 
 def keep_to_approval(approved: Mapping[str, Any], decision: RetentionDecision, table: str, step: str,
-                     log: logging.Logger) -> RetentionDecision:
+                     log: StepLog) -> RetentionDecision:
     """``decision`` cut down to the snapshots ``approved`` (the gate's result) names.
 
     Why the approved part and not a refusal when the fresh decision adds snapshots: a person may

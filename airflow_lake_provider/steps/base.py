@@ -31,6 +31,16 @@ R = TypeVar("R", bound=Contract)
 S = TypeVar("S", bound="Step")
 
 
+class StepLog(Protocol):
+    """Where a step logs: a stdlib :class:`logging.Logger`, or an Airflow task's ``self.log``."""
+
+    def debug(self, msg: Any, /, *args: Any) -> object: ...
+    def info(self, msg: Any, /, *args: Any) -> object: ...
+    def warning(self, msg: Any, /, *args: Any) -> object: ...
+    def error(self, msg: Any, /, *args: Any) -> object: ...
+    def exception(self, msg: Any, /, *args: Any) -> object: ...
+
+
 class TableReader(Protocol):
     """How a step reads its table (the operator's lake hook; a test's catalog)."""
 
@@ -90,7 +100,7 @@ class Step(Generic[A, R]):
     name: ClassVar[str] = "step"
 
     table: str
-    log: logging.Logger = dataclasses.field(default=logging.getLogger(__name__), repr=False, compare=False)
+    log: StepLog = dataclasses.field(default=logging.getLogger(__name__), repr=False, compare=False)
 
     @property
     def identifier(self) -> TableIdentifier:
@@ -106,7 +116,7 @@ class Step(Generic[A, R]):
         return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("table", "log"))
 
     @classmethod
-    def build(cls: type[S], *, table: str, log: logging.Logger | None = None, **parameters: Any) -> S:
+    def build(cls: type[S], *, table: str, log: StepLog | None = None, **parameters: Any) -> S:
         """The step with ``parameters`` coerced from text (``"False"``, ``"5"``...) by the field types.
 
         Unknown parameters are refused with the names the step takes.
@@ -115,12 +125,13 @@ class Step(Generic[A, R]):
         if unknown:
             raise LakeConfigError(f"The {cls.name} step takes no {', '.join(unknown)}; it takes "
                                   f"{', '.join(cls.parameter_names())}.")
-        hints = _field_hints(cls)
+        klass: type = cls  # as a plain type: mypy does not see type[S] as Hashable (the cache's key)
+        hints = _field_hints(klass)
         values = {key: coerce(value, hints[key], what=key) for key, value in parameters.items()}
         return cls(table=table, **({"log": log} if log is not None else {}), **values)
 
     @classmethod
-    def of(cls: type[S], source: Any, *, table: str, log: logging.Logger | None = None) -> S:
+    def of(cls: type[S], source: Any, *, table: str, log: StepLog | None = None) -> S:
         """The step named by ``source``'s attributes of the step's parameter names (an operator)."""
         return cls(table=table, **({"log": log} if log is not None else {}),
                    **{key: getattr(source, key) for key in cls.parameter_names() if hasattr(source, key)})

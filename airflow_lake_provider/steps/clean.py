@@ -7,6 +7,7 @@ import time
 from typing import Any, ClassVar
 
 from airflow_lake_provider.core.approval import Approval
+from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.coercion import SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
@@ -16,7 +17,6 @@ from airflow_lake_provider.core.contracts import (
     CleanResult,
     ExpireResult,
 )
-from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
 from airflow_lake_provider.core.retention_settings import (

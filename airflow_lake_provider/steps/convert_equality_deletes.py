@@ -52,7 +52,7 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
             max_attempts=self.max_commit_attempts, retry_backoff_seconds=self.commit_retry_backoff_seconds,
         ).validate()
         table = reader.load_table()
-        given = self.snapshot_id or []
+        given: list[int] = self.snapshot_id or []
         for snapshot_id in given[-1:]:  # a step result names its last snapshot last
             require_in_lineage(table, snapshot_id, table_name=name, role="given")
         before = table_state(table)

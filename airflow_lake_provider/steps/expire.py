@@ -56,7 +56,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         self._report = (decision, settings, current_id)
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
-            self.log.info("%s %d snapshots of %s: %s; refs: %s", "Would expire" if self.dry_run else "Nothing to expire;",
+            self.log.info("%s %d snapshots of %s: %s; refs: %s",
+                          "Would expire" if self.dry_run else "Nothing to expire;",
                           len(decision.expire_ids), name, list(decision.expire_ids), removed_refs)
             outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,
                                     snapshot_id_after=current_id)
@@ -75,6 +76,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
                                              f"{result.deleted_file_count} files no live snapshot needs")
 
     def _result(self, outcome: ExpiryOutcome) -> ExpireResult:
+        if self._report is None:
+            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
         decision, settings, current_id = self._report
         explained = decision.to_dict()
         return ExpireResult(

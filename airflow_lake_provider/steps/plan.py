@@ -92,6 +92,13 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
     def parameter_names(cls) -> tuple[str, ...]:
         return tuple(name for name in super().parameter_names() if name not in ("data_interval", "_planning"))
 
+    @property
+    def _prepared_planning(self) -> tuple[Table, RewriteOptions, str | None, str | None]:
+        """What prepare read (finish and the PyIceberg plan come after it)."""
+        if self._planning is None:
+            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
+        return self._planning
+
     def rewrite_options(self, table_properties: dict[str, str]) -> RewriteOptions:
         overrides = {
             "target_file_size_bytes": self.target_file_size_bytes,
@@ -168,9 +175,11 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
         before = table_state(table)
         if engine == "spark":
             predicates = spark_partition_predicates(table, parse_partition_filter(table, row_filter))
+            snapshot = table.current_snapshot()
+            assert snapshot is not None, "resolve_engine plans a table without snapshots with PyIceberg"
             args = SparkPlanJobArgs(
                 table=self.dotted,
-                snapshot_id=table.current_snapshot().snapshot_id,
+                snapshot_id=snapshot.snapshot_id,
                 options=options.to_iceberg_options(),
                 max_files=options.max_files,
                 max_bytes=options.max_bytes,
@@ -180,11 +189,13 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
             return Prepared(before, args=args)
         return Prepared(before, done=self._planned(self._pyiceberg_plan(), "pyiceberg"))
 
-    def finish(self, prepared: Prepared[SparkPlanJobArgs, PlanResult], result: SparkPlanJobResult) -> Outcome[PlanResult]:
+    def finish(
+        self, prepared: Prepared[SparkPlanJobArgs, PlanResult], result: SparkPlanJobResult
+    ) -> Outcome[PlanResult]:
         """The Spark job's plan; where the filter needs PyIceberg's column metrics, PyIceberg's."""
         if result.plan is not None:
             return self._planned(result.plan, "spark")
-        table, _, row_filter, _ = self._planning
+        table, _, row_filter, _ = self._prepared_planning
         message = (f"partition_filter {row_filter!r} selects only part of the partitions of "
                    f"{result.unaligned_files} files: which of them it keeps depends on column metrics")
         if self.engine == "spark":
@@ -198,13 +209,15 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
         return self._planned(self._pyiceberg_plan(), "pyiceberg")
 
     def _pyiceberg_plan(self) -> PlanResult:
-        table, options, row_filter, _ = self._planning
+        table, options, row_filter, _ = self._prepared_planning
         return plan_table(table, options, partition_filter=row_filter,
                           table_name=self.dotted).to_result(include_files=self.include_file_paths)
 
     def _planned(self, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
-        scoped = self._planning[3]
-        plan = plan.replace(engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter))
+        scoped = self._prepared_planning[3]
+        plan = plan.replace(
+            engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter)
+        )
         totals = plan.totals
         self.log.info(
             "Plan (%s) for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",

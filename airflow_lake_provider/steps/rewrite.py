@@ -158,7 +158,9 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         args = self.job_args(table, plan, run.snapshot_properties() if run else {})
         before = table_state(table)
         if self.dry_run or (plan is not None and plan.is_empty):
-            self.log.info("Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite.")
+            self.log.info(
+                "Dry run: nothing rewritten." if self.dry_run else "The plan has no file groups: nothing to rewrite."
+            )
             current = table.current_snapshot()
             return Prepared(before, done=Outcome(
                 RewriteResult.nothing_done(args, current.snapshot_id if current else None, dry_run=self.dry_run),
@@ -173,7 +175,9 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         return Prepared(before, args=args)
 
     # -- after Spark ----------------------------------------------------------------------------
-    def finish(self, prepared: Prepared[RewriteJobArgs, RewriteResult], result: RewriteResult) -> Outcome[RewriteResult]:
+    def finish(
+        self, prepared: Prepared[RewriteJobArgs, RewriteResult], result: RewriteResult
+    ) -> Outcome[RewriteResult]:
         """Say what the job did, and fail when file groups were left uncommitted
         (``fail_on_dropped_groups``; the partial result goes with the error)."""
         self.log.info(
@@ -193,7 +197,9 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         if result.position_deletes and result.position_deletes.get("skipped"):
             self.log.warning("Position deletes of %s %s", self.dotted, result.position_deletes["skipped"])
         if result.failed_groups:
-            detail = "; ".join(f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result.failed_groups)
+            detail = "; ".join(
+                f"{g.get('partition') or '(unpartitioned)'}: {g['reason']}" for g in result.failed_groups
+            )
             message = (
                 f"{len(result.failed_groups)} file groups of {self.dotted} were not committed ({detail}). "
                 "Another writer changed the same files; the committed groups are kept. Re-run to plan the rest, "
