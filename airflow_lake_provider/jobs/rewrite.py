@@ -250,8 +250,8 @@ def _conflict_message(table_name: str, attempts: list[dict[str, Any]], committed
         f"(last: {attempts[-1]['detail']}). Another job changed the same data files while they were being "
         f"rewritten: a merge-on-read DELETE, UPDATE or MERGE, or a second compaction. {kept} What to do: run "
         "the task again later (it plans from the current snapshot), schedule compaction away from that writer, "
-        "narrow partition_filter to partitions it does not touch, or enable partial progress (options={'partial-progress.enabled': 'true'}) so that the groups "
-        "that do not conflict are committed."
+        "narrow partition_filter to partitions it does not touch, or enable partial progress "
+        "(options={'partial-progress.enabled': 'true'}) so that the groups that do not conflict are committed."
     )
 
 

@@ -25,8 +25,10 @@ if TYPE_CHECKING:
 
 #: Iceberg's size options a plan carries too: given in ``options``, each replaces only itself on top
 #: of the plan's (a new target also moves the min/max sizes that followed the old one).
-PLANNED_SIZE_OPTIONS = {"target-file-size-bytes": "target_file_size_bytes", "min-file-size-bytes": "min_file_size_bytes",
-                        "max-file-size-bytes": "max_file_size_bytes", "min-input-files": "min_input_files"}
+PLANNED_SIZE_OPTIONS = {
+    "target-file-size-bytes": "target_file_size_bytes", "min-file-size-bytes": "min_file_size_bytes",
+    "max-file-size-bytes": "max_file_size_bytes", "min-input-files": "min_input_files",
+}
 #: What the provider sets unless ``options`` does: one commit for the whole rewrite (Iceberg's
 #: default too, made explicit in the XCom). ``use-starting-sequence-number`` is false unless given,
 #: in the job itself (jobs/rewrite.py's SAFE_OPTION_DEFAULTS).
