@@ -146,11 +146,11 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
 
     monkeypatch.setattr(LakeSparkJobHook, "prepare", recording_prepare)
     failures: dict[str, str] = {}  # job -> its error, as the task saw it
-    run = LakeSparkJobHook.run
+    submit = LakeSparkJobHook.run
 
     def recording_run(self, args):
         try:
-            return run(self, args)
+            return submit(self, args)
         except Exception as error:
             failures[job_for(args).name] = str(error)
             raise
