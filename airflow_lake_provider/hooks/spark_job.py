@@ -535,8 +535,9 @@ class LakeSparkJobHook(BaseHook):
         return str(work_dir / "result.json")
 
     def prepare(self, args: Contract, target: SparkTarget, work_dir: Path) -> Submission:
-        """Write the spec and build the spark-submit call for the job taking ``args`` (nothing is started)."""
-        job = self._checked_job(args).name
+        """Write the spec and build the spark-submit call for the job taking ``args`` (nothing is started;
+        :meth:`run` has checked ``args``)."""
+        job = job_for(args).name
         result_location = self._result_location(job, work_dir)
         launch_conf, session_conf = self._split_conf(target, work_dir)
         spec = self.build_spec(job, args.to_json(), result_location, session_conf)

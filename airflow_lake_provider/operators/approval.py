@@ -2,10 +2,11 @@
 
 from __future__ import annotations
 
+import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import Any
+from typing import Any, TypeVar
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowSkipException
@@ -25,6 +26,11 @@ from airflow_lake_provider.core.approval import (
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.steps.clean import CleanStep
+from airflow_lake_provider.steps.expire import ExpireStep
+
+#: The deleting steps, which run under an approval gate when the group has one.
+GatedStep = TypeVar("GatedStep", ExpireStep, CleanStep)
 
 #: The XCom key the gate keeps its preview under while it waits (a resumed task is a new object).
 PREVIEW_XCOM_KEY = "preview"
@@ -168,6 +174,12 @@ def _size(io: Any, path: str) -> int:
         return len(io.new_input(path))
     except (FileNotFoundError, OSError):
         return 0
+
+
+def keeping_to_approval(operator: Any, step: GatedStep) -> GatedStep:
+    """``step`` (an expire or clean step) with the approval it runs under: ``operator.approved`` when
+    its gate passed one, else none. A gated operator without an approval skips here (:func:`passed_gate`)."""
+    return dataclasses.replace(step, approved=operator.approved if passed_gate(operator, step.name) else None)
 
 
 def passed_gate(operator: Any, step: str) -> bool:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from typing import TYPE_CHECKING, Any
 
@@ -12,7 +11,7 @@ from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
 )
-from airflow_lake_provider.operators.approval import passed_gate
+from airflow_lake_provider.operators.approval import keeping_to_approval
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps.clean import CleanStep
 
@@ -125,6 +124,4 @@ class IcebergCleanPolicyOperator(LakeMaintenanceOperator):
         self.require_approval = require_approval
 
     def step(self, context: Context) -> CleanStep:
-        gated = passed_gate(self, "clean")  # a gated step without an approval skips itself here
-        step = CleanStep.of(self, table=self.table, log=self.log)
-        return dataclasses.replace(step, approved=self.approved if gated else None)
+        return keeping_to_approval(self, CleanStep.of(self, table=self.table, log=self.log))

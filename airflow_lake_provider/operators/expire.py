@@ -2,13 +2,12 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Sequence
 from datetime import date, timedelta
 from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.coercion import SnapshotIds
-from airflow_lake_provider.operators.approval import passed_gate
+from airflow_lake_provider.operators.approval import keeping_to_approval
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps.expire import ExpireStep
 
@@ -85,6 +84,4 @@ class IcebergExpireSnapshotsOperator(LakeMaintenanceOperator):
         self.require_approval = require_approval
 
     def step(self, context: Context) -> ExpireStep:
-        gated = passed_gate(self, "expire")  # a gated step without an approval skips itself here
-        step = ExpireStep.of(self, table=self.table, log=self.log)
-        return dataclasses.replace(step, approved=self.approved if gated else None)
+        return keeping_to_approval(self, ExpireStep.of(self, table=self.table, log=self.log))

@@ -244,9 +244,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
             try:
                 if outcome.failed:
                     raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
-                finished = run_prepared(
-                    step, prepared, lambda _args, result=outcome.result: RewriteResult.from_json(result)
-                )
+                finished = step.finish(prepared, RewriteResult.from_json(outcome.result))  # only prepared jobs ran
                 results[step.table] = self._keep(step, prepared, finished)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
                 failures[step.table] = str(error)

@@ -112,8 +112,9 @@ class Step(Generic[A, R]):
 
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
-        """The step's own parameters (what an operator or a fleet's settings may set)."""
-        return tuple(f.name for f in dataclasses.fields(cls) if f.name not in ("table", "log"))
+        """The step's own parameters (what an operator or a fleet's settings may set): its fields
+        but the table, the log, and the state a step keeps between prepare and finish (``init=False``)."""
+        return tuple(f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("table", "log"))
 
     @classmethod
     def build(cls: type[S], *, table: str, log: StepLog | None = None, **parameters: Any) -> S:
@@ -132,9 +133,10 @@ class Step(Generic[A, R]):
 
     @classmethod
     def of(cls: type[S], source: Any, *, table: str, log: StepLog | None = None) -> S:
-        """The step named by ``source``'s attributes of the step's parameter names (an operator)."""
+        """The step named by ``source``'s attributes of the step's parameter names (an operator, which
+        has every one of them)."""
         return cls(table=table, **({"log": log} if log is not None else {}),
-                   **{key: getattr(source, key) for key in cls.parameter_names() if hasattr(source, key)})
+                   **{key: getattr(source, key) for key in cls.parameter_names()})
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[A, R]:
         """Everything before Spark, without a JVM: checks, the job's args, or the outcome."""

@@ -19,17 +19,32 @@ from airflow_lake_provider.core.contracts import (
 )
 from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
+from airflow_lake_provider.core.retention_decision import RetentionDecision
 from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
     CleanPolicy,
     CleanSettings,
+    EffectiveRetention,
     ExpirySettings,
     effective_retention,
 )
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.steps.approval import keep_to_approval
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+
+
+@dataclasses.dataclass(frozen=True)
+class _Decided:
+    """What prepare decided, for the result and the log after the job."""
+
+    settings: CleanSettings
+    decision: RetentionDecision
+    snapshot_id: int | None
+    orphan_cutoff_ms: int | None
+    together: EffectiveRetention
+    quarantine: str
+    quarantine_days: float
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -53,7 +68,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     quarantine_location: str | None = None
     quarantine_days: float = DEFAULT_QUARANTINE_DAYS
     approved: dict[str, Any] | None = None
-    _report: dict[str, Any] = dataclasses.field(default_factory=dict, init=False, repr=False)
+    _decided: _Decided | None = dataclasses.field(default=None, init=False, repr=False)
 
     def _read_history(self, reader: TableReader, policy: CleanPolicy) -> tuple[str, Any, dict[str, Any]]:
         """The table's location, history and headline figures. Only KEEP_LATEST_FILE_VERSIONS needs
@@ -90,8 +105,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         self.log.info("%s", together)
         if self.approved is not None:
             decision = keep_to_approval(self.approved, decision, name, "clean", self.log)
-        self._report = {"settings": settings, "decision": decision, "history": history, "cutoff": cutoff,
-                        "together": together, "quarantine": quarantine, "quarantine_days": quarantine_days}
+        self._decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
+                                 quarantine_days)
         removed_refs = sorted(decision.removed_refs)
         if not decision.expire_ids and not removed_refs and cutoff is None:
             self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)
@@ -107,27 +122,33 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         ).validate())
 
     def finish(self, prepared: Prepared, result: CleanJobResult) -> Outcome:
-        settings, days = self._report["settings"], self._report["quarantine_days"]
+        decided = self._prepared()
+        settings, days = decided.settings, decided.quarantine_days
         verb = "would remove" if self.dry_run else "removed"
         snapshots = len(result.would_expire_snapshot_ids or result.expired_snapshot_ids)
         summary = (f"{'dry run, ' if self.dry_run else ''}{verb} {snapshots} snapshots ({settings.policy}) and "
                    f"{result.orphan_file_count} orphan files"
                    f"{' (to quarantine)' if days and result.orphan_file_count else ''}")
-        self._log_quarantine(result, self._report["quarantine"], days)
+        self._log_quarantine(result, decided.quarantine, days)
         return Outcome(self._result(result), summary)
 
     def _result(self, outcome: CleanJobResult) -> CleanResult:
-        report = self._report
-        decision, settings = report["decision"], report["settings"]
+        decided = self._prepared()
+        decision, settings = decided.decision, decided.settings
         explained = decision.to_dict()
         return CleanResult(
-            **outcome.to_json(), table=self.dotted, snapshot_id=report["history"].current_snapshot_id,
+            **outcome.to_json(), table=self.dotted, snapshot_id=decided.snapshot_id,
             policy=str(self.policy), retained=settings.retained,
             retention_source="override" if settings.override_table_retention else "table",
             kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
-            planned_removals=list(decision.expire_ids), orphan_older_than_ms=report["cutoff"],
-            effective_retention=report["together"].to_dict(), quarantine_days=report["quarantine_days"],
+            planned_removals=list(decision.expire_ids), orphan_older_than_ms=decided.orphan_cutoff_ms,
+            effective_retention=decided.together.to_dict(), quarantine_days=decided.quarantine_days,
         )
+
+    def _prepared(self) -> _Decided:
+        if self._decided is None:
+            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
+        return self._decided
 
     def _log_quarantine(self, outcome: CleanJobResult, root: str, days: float) -> None:
         """Say where the orphans went and how to bring them back, and what the purge removed."""

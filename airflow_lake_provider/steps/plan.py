@@ -90,7 +90,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
 
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
-        return tuple(name for name in super().parameter_names() if name not in ("data_interval", "_planning"))
+        return tuple(name for name in super().parameter_names() if name != "data_interval")
 
     @property
     def _prepared_planning(self) -> tuple[Table, RewriteOptions, str | None, str | None]:
