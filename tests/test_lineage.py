@@ -22,17 +22,19 @@ path = os.path.join(os.environ["AIRFLOW__CORE__DAGS_FOLDER"], "lake_lineage.py")
 spec = importlib.util.spec_from_file_location("lake_lineage_dag", path)
 module = importlib.util.module_from_spec(spec); spec.loader.exec_module(module)
 run = module.dag.test(run_conf={"table": sys.argv[1]})
-print("RESULT " + json.dumps({"state": str(run.state), "xcom": {t: run.get_task_instance(t).xcom_pull(task_ids=t)
-                                                          for t in ("plan", "rewrite")}}, default=str))
+# A file, not stdout: the lineage listener's thread logs to stdout and can land inside a printed line.
+with open(sys.argv[2], "w") as out:
+    json.dump({"state": str(run.state), "xcom": {t: run.get_task_instance(t).xcom_pull(task_ids=t)
+                                                 for t in ("plan", "rewrite")}}, out, default=str)
 """
 
 
-def _run_dag(table: str, env: dict) -> tuple[dict, str]:
-    done = subprocess.run([sys.executable, "-c", _RUN, table], capture_output=True, text=True, env=env, timeout=600)
+def _run_dag(table: str, env: dict, result_file: Path) -> tuple[dict, str]:
+    done = subprocess.run([sys.executable, "-c", _RUN, table, str(result_file)], capture_output=True, text=True,
+                          env=env, timeout=600)
     output = done.stdout + done.stderr
-    lines = [line for line in done.stdout.splitlines() if line.startswith("RESULT ")]
-    assert done.returncode == 0 and lines, output[-5000:]
-    return json.loads(lines[-1][len("RESULT "):]), output
+    assert done.returncode == 0 and result_file.exists(), output[-5000:]
+    return json.loads(result_file.read_text()), output
 
 
 @pytest.mark.spark_submit
@@ -47,7 +49,7 @@ def test_events_name_the_table_carry_the_figures_and_link_the_spark_job(lake_hoo
            "AIRFLOW__OPENLINEAGE__EXECUTE_IN_THREAD": "True",
            "AIRFLOW__OPENLINEAGE__TRANSPORT": json.dumps({"type": "file", "log_file_path": str(events_file),
                                                           "append": True})}
-    outcome, output = _run_dag(name, env)
+    outcome, output = _run_dag(name, env, tmp_path / "result.json")
     (tmp_path / "dag-test-output.txt").write_text(output)
     assert outcome["state"] == "success", output[-5000:]
     xcom = outcome["xcom"]
