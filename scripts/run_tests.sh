@@ -4,14 +4,13 @@
 # output ends with the suite's ten slowest tests. A lint finding does not stop the tests; the run
 # fails when the lint or either test run failed. Arguments go to the whole suite's pytest.
 # Both runs spread their test modules over LAKE_TEST_WORKERS pytest-xdist workers (default 2, one a core;
-# 1 runs them in one process): a module's tests stay together, as its module-scoped servers expect, and
-# modules are handed out in the order tests/conftest.py sorts them (longest first), not by test count.
+# 1 runs them in one process): a module's tests stay together, as its module-scoped servers expect.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LAKE_SPARK=${LAKE_SPARK:-4.1}
 if [ "$LAKE_SPARK" = "3.5" ]; then other=4.1; else other=3.5; fi
 other_venv=.venv-spark$other
-workers=(-n "${LAKE_TEST_WORKERS:-2}" --dist loadfile --no-loadscope-reorder)
+workers=(-n "${LAKE_TEST_WORKERS:-2}" --dist loadfile)
 [ "${LAKE_TEST_WORKERS:-2}" = 1 ] && workers=()
 status=0
 lint_status=0
