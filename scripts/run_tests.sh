@@ -3,15 +3,11 @@
 # the other Spark track (its own venv, made by bootstrap), then the whole suite on this one, so the
 # output ends with the suite's ten slowest tests. A lint finding does not stop the tests; the run
 # fails when the lint or either test run failed. Arguments go to the whole suite's pytest.
-# Both runs spread their test modules over LAKE_TEST_WORKERS pytest-xdist workers (default 2, one a core;
-# 1 runs them in one process): a module's tests stay together, as its module-scoped servers expect.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 LAKE_SPARK=${LAKE_SPARK:-4.1}
 if [ "$LAKE_SPARK" = "3.5" ]; then other=4.1; else other=3.5; fi
 other_venv=.venv-spark$other
-workers=(-n "${LAKE_TEST_WORKERS:-2}" --dist loadfile)
-[ "${LAKE_TEST_WORKERS:-2}" = 1 ] && workers=()
 status=0
 lint_status=0
 echo "== Lint: ruff and mypy (make lint)"
@@ -21,14 +17,14 @@ if [ -z "${LAKE_ONE_TRACK:-}" ]; then
   if LAKE_SPARK=$other LAKE_VENV=$other_venv bash scripts/bootstrap.sh; then
     # Of the table kinds, v2, v3 and equality deletes (tests/dags/lake_table_kinds.py).
     LAKE_TABLE_KINDS=v2_position_deletes,v3_deletion_vectors,equality_deletes \
-      PATH="$PWD/$other_venv/bin:$PATH" "$other_venv/bin/python" -m pytest -m both_tracks -p no:cacheprovider "${workers[@]}" \
+      PATH="$PWD/$other_venv/bin:$PATH" "$other_venv/bin/python" -m pytest -m both_tracks -p no:cacheprovider \
       --durations=0 --durations-min=30 || status=1
   else
     status=1
   fi
 fi
 echo "== Spark $LAKE_SPARK track: the whole suite"
-.venv/bin/python -m pytest "${workers[@]}" "$@" || status=1
+.venv/bin/python -m pytest "$@" || status=1
 if [ $lint_status -ne 0 ]; then
   echo "== Lint failed: ruff or mypy reported findings (at the start of this output; make lint repeats them)" >&2
   status=1

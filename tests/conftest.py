@@ -196,34 +196,9 @@ def bad_input():
     return bad_input_catalogue.record
 
 
-#: The modules that run longest (CI's durations), handed out first when pytest-xdist spreads modules over
-#: workers (``make test`` runs two, scripts/run_tests.sh): then no long module runs alone at the end.
-LONGEST_FIRST = ("test_kills.py", "test_table_kinds.py", "test_s3fileio.py", "test_topology_s3.py",
-                 "test_group_outcomes.py", "test_kills_task_process.py", "test_maintenance_dag.py",
-                 "test_airflow_e2e.py", "test_topology_cluster.py", "test_approval_operators.py", "test_approval_ui.py")
-
-
-def pytest_collection_modifyitems(config, items):
-    """Under pytest-xdist, the longest modules first (a stable sort: every other order is kept)."""
-    if getattr(config.option, "numprocesses", None) or hasattr(config, "workerinput"):
-        rank = {name: position for position, name in enumerate(LONGEST_FIRST)}
-        items.sort(key=lambda item: rank.get(item.path.name, len(rank)))
-
-
-@pytest.hookimpl(optionalhook=True)
-def pytest_testnodedown(node, error):
-    """pytest-xdist's controller: gather the bad inputs each worker recorded."""
-    bad_input_catalogue.RECORDED.extend(node.workeroutput.get("bad_inputs", []))
-
-
 def pytest_sessionfinish(session, exitstatus):
-    """After a full, green run (no -k/-m, default paths), save the bad inputs tried for ``make docs``.
-
-    Under pytest-xdist each worker hands its part to the controller, which saves the whole."""
+    """After a full, green run (no -k/-m, default paths), save the bad inputs tried for ``make docs``."""
     config = session.config
-    if hasattr(config, "workeroutput"):
-        config.workeroutput["bad_inputs"] = bad_input_catalogue.RECORDED
-        return
     full_run = config.args_source == pytest.Config.ArgsSource.TESTPATHS and not config.option.markexpr \
         and not config.option.keyword
     if exitstatus == 0 and full_run and bad_input_catalogue.RECORDED:
