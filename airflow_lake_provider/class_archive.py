@@ -54,13 +54,15 @@ def java_executable() -> Path | None:
 def archive_path() -> Path | None:
     """Where the archive of this Spark installation and Java lives (whether it exists or not).
 
-    Named by a digest of the Java binary (path and modification time) and the Spark jars (names):
-    another Java or another Spark gets another file, never a stale one."""
+    Named by a digest of the Java binary (path and modification time) and the Spark jars (name, size and
+    modification time, as the JVM checks them): another Java, another Spark or the same one installed again
+    (a venv made anew at the same path) gets another file, never one the JVM would refuse."""
     home, java = spark_home(), java_executable()
     if home is None or java is None or not (home / "jars").is_dir():
         return None
+    jars = sorted((home / "jars").iterdir())
     identity = [str(java), str(java.stat().st_mtime_ns), str(home.resolve()),
-                *sorted(path.name for path in (home / "jars").iterdir())]
+                *(f"{path.name} {path.stat().st_size} {path.stat().st_mtime_ns}" for path in jars)]
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
     version = installed_spark_version() or "spark"
     return jar_cache_dir().parent / "class-archives" / f"spark-{version}-{digest}.jsa"
@@ -121,14 +123,19 @@ def build(*, force: bool = False) -> Path:
         shutil.move(str(recording), target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
         target.with_suffix(".home").write_text(str(home.resolve()))
-    _remove_orphaned_archives(target.parent)
+        _remove_orphaned_archives(target.parent, target)
     return target
 
 
-def _remove_orphaned_archives(directory: Path) -> None:
-    """Delete the archives of Spark installations that are gone (a deleted checkout's venv): each is ~190 MB."""
+def _remove_orphaned_archives(directory: Path, current: Path) -> None:
+    """Delete the archives of Spark installations that are gone (a deleted checkout's venv) or were installed
+    again since (another archive now stands for the same home): each is ~190 MB."""
+    home = current.with_suffix(".home").read_text().strip()
     for home_file in directory.glob("*.home"):
-        if not Path(home_file.read_text().strip()).exists():
+        if home_file == current.with_suffix(".home"):
+            continue
+        recorded = home_file.read_text().strip()
+        if recorded == home or not Path(recorded).exists():
             home_file.with_suffix(".jsa").unlink(missing_ok=True)
             home_file.unlink(missing_ok=True)
 

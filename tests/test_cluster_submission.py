@@ -272,6 +272,22 @@ def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monke
     assert first is not None and first.parent.name == "class-archives" and class_archive.archive_for_driver() is None
     monkeypatch.setenv("SPARK_HOME", str(fake_spark("spark-b", ["spark-core_2.13-4.1.2.jar"])))
     assert class_archive.archive_path() != first
+    # The same Spark installed again at the same path (a venv made anew): the JVM would refuse the old
+    # archive (its jars changed), so the name changes, and a build's cleanup drops the old one.
+    reinstalled = Path(os.environ["SPARK_HOME"]) / "jars" / "spark-core_2.13-4.1.2.jar"
+    before = class_archive.archive_path()
+    reinstalled.write_bytes(b"another build")
+    after = class_archive.archive_path()
+    assert after not in (before, None)
+    directory = tmp_path / "class-archives"
+    directory.mkdir()
+    stale, current, gone = (directory / f"{name}.jsa" for name in ("stale", "current", "gone"))
+    for archive, home in ((stale, os.environ["SPARK_HOME"]), (current, os.environ["SPARK_HOME"]),
+                          (gone, str(tmp_path / "deleted-venv"))):
+        archive.write_bytes(b"")
+        archive.with_suffix(".home").write_text(home)
+    class_archive._remove_orphaned_archives(directory, current)
+    assert sorted(path.name for path in directory.iterdir()) == ["current.home", "current.jsa"]
     java = tmp_path / "jdk" / "bin" / "java"
     java.parent.mkdir(parents=True)
     java.write_text("#!/bin/sh\n")
