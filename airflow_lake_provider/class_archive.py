@@ -60,9 +60,9 @@ def archive_path() -> Path | None:
     home, java = spark_home(), java_executable()
     if home is None or java is None or not (home / "jars").is_dir():
         return None
-    jars = sorted((home / "jars").iterdir())
+    jars = [(path.name, path.stat()) for path in sorted((home / "jars").iterdir())]
     identity = [str(java), str(java.stat().st_mtime_ns), str(home.resolve()),
-                *(f"{path.name} {path.stat().st_size} {path.stat().st_mtime_ns}" for path in jars)]
+                *(f"{name} {stat.st_size} {stat.st_mtime_ns}" for name, stat in jars)]
     digest = hashlib.sha256("\n".join(identity).encode()).hexdigest()[:16]
     version = installed_spark_version() or "spark"
     return jar_cache_dir().parent / "class-archives" / f"spark-{version}-{digest}.jsa"
@@ -123,19 +123,18 @@ def build(*, force: bool = False) -> Path:
         shutil.move(str(recording), target.with_suffix(".tmp"))
         os.replace(target.with_suffix(".tmp"), target)
         target.with_suffix(".home").write_text(str(home.resolve()))
-        _remove_orphaned_archives(target.parent, target)
+        _remove_orphaned_archives(target, home.resolve())
     return target
 
 
-def _remove_orphaned_archives(directory: Path, current: Path) -> None:
-    """Delete the archives of Spark installations that are gone (a deleted checkout's venv) or were installed
-    again since (another archive now stands for the same home): each is ~190 MB."""
-    home = current.with_suffix(".home").read_text().strip()
-    for home_file in directory.glob("*.home"):
+def _remove_orphaned_archives(current: Path, home: Path) -> None:
+    """Delete, beside ``current`` (the archive just built for ``home``), the archives of Spark installations
+    that are gone (a deleted checkout's venv) or were installed again since (``home`` again): each is ~190 MB."""
+    for home_file in current.parent.glob("*.home"):
         if home_file == current.with_suffix(".home"):
             continue
-        recorded = home_file.read_text().strip()
-        if recorded == home or not Path(recorded).exists():
+        recorded = Path(home_file.read_text().strip())
+        if recorded == home or not recorded.exists():
             home_file.with_suffix(".jsa").unlink(missing_ok=True)
             home_file.unlink(missing_ok=True)
 

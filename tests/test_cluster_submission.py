@@ -286,7 +286,7 @@ def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monke
                           (gone, str(tmp_path / "deleted-venv"))):
         archive.write_bytes(b"")
         archive.with_suffix(".home").write_text(home)
-    class_archive._remove_orphaned_archives(directory, current)
+    class_archive._remove_orphaned_archives(current, Path(os.environ["SPARK_HOME"]))
     assert sorted(path.name for path in directory.iterdir()) == ["current.home", "current.jsa"]
     java = tmp_path / "jdk" / "bin" / "java"
     java.parent.mkdir(parents=True)
