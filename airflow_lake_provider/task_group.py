@@ -101,6 +101,7 @@ def lake_maintenance_group(
     strategy: str | None = None,
     sort_order: str | None = None,
     zorder_columns: list[str] | None = None,
+    rewriter: str | None = None,
     # expire (and clean: override_table_retention)
     override_table_retention: bool | None = None,
     older_than: str | None = None,
@@ -189,7 +190,8 @@ def lake_maintenance_group(
         rewrite = IcebergRewriteDataFilesOperator(
             # The XComArgs here (plan, approved, lease) are the upstream results once Airflow resolves them.
             task_id=REWRITE, **common, plan=cast("dict[str, Any]", plan.output), require_plan=True,
-            **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, dry_run=dry_run),
+            **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, rewriter=rewriter,
+                     dry_run=dry_run),
         )
         if isinstance(approve_deletions_over, DeletionThreshold):
             approve_deletions_over.validate()

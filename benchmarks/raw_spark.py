@@ -9,6 +9,8 @@ files with CODEC, REPEAT times (seconds per run: the later ones warm).
 ``raw_spark.py orphans OLDER_THAN_MS TABLE``: Iceberg's ``DeleteOrphanFiles`` action, what
 ``remove_orphan_files`` runs, through the Java API (the procedure refuses a floor under 24 hours).
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
+``raw_spark.py arrow OPTIONS_JSON TABLE...``: the provider's Arrow rewriter (``jobs/arrow_rewrite.py``:
+Iceberg's planner and commit, Arrow's Parquet) on each table, seconds per table (the second warm).
 ``raw_spark.py profile OUT_JFR OPTIONS_JSON WARMUP UNPROFILED TABLE``: the procedure on WARMUP, on
 UNPROFILED (timed, warm), then on TABLE under Java Flight Recorder (the driver JVM, which runs every task in local mode), dumped to OUT_JFR.
 Each prints one JSON line with the seconds spent inside the application (after session start).
@@ -46,6 +48,22 @@ def main(argv):
             row = spark.sql(call.format(table)).first()
             per_table.append(time.perf_counter() - t0)
             rows.append(row.asDict())
+        out["results"], out["per_table"] = rows, per_table
+    elif mode == "arrow":
+        from airflow_lake_provider.jobs import arrow_rewrite, iceberg
+
+        options = {k: v for k, v in json.loads(argv[2]).items() if not k.startswith("spark.")}
+        rows, per_table = [], []
+        for table in argv[3:]:
+            t0 = time.perf_counter()
+            jtable = iceberg.load_table(spark, catalog, table)
+            reason = arrow_rewrite.ineligibility(spark, jtable, "binpack", options)
+            if reason is not None:
+                raise SystemExit(f"the Arrow rewriter cannot rewrite {table}: {reason}")
+            outcome = arrow_rewrite.rewrite_once(spark, jtable, options, {}, None)
+            per_table.append(time.perf_counter() - t0)
+            rows.append({"groups": len(outcome["groups"]),
+                         "rewritten_data_files": sum(g["rewritten_data_files"] for g in outcome["groups"])})
         out["results"], out["per_table"] = rows, per_table
     elif mode == "profile":
         import subprocess

@@ -31,6 +31,7 @@ import pytest
 
 from demo_data import create_events_table
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
+from airflow_lake_provider.jobs import arrow_rewrite
 from airflow_lake_provider.jobs import iceberg as jobs_iceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 import generated_pages
@@ -101,12 +102,13 @@ def handle(cmd):
         return rewrite.run(session(), config.name, cmd["args"])
     raise ValueError(f"unknown op {op}")
 
+replies, sys.stdout = sys.stdout, sys.stderr  # what the jobs print goes to the log, not into a reply
 for line in sys.stdin:
     try:
         reply = {"ok": True, "result": handle(json.loads(line))}
     except Exception as error:
         reply = {"ok": False, "error": f"{type(error).__name__}: {error}", "trace": traceback.format_exc()[-2000:]}
-    print(json.dumps(reply, default=str), flush=True)
+    print(json.dumps(reply, default=str), file=replies, flush=True)
 '''
 
 
@@ -161,6 +163,10 @@ class Backend:
     label: str
     hook: IcebergLakeHook
     writer: WriterProcess
+    #: Who rewrites (RewriteJobArgs.rewriter): SQLite runs the matrix with Iceberg's Spark action, PostgreSQL
+    #: with ``auto``, which takes Arrow on the first attempt (every race's table starts without delete files)
+    #: and Iceberg's on a retry that finds the other writer's deletes. The reading compares their outcomes.
+    rewriter: str
 
     @property
     def catalog(self) -> str:
@@ -177,7 +183,7 @@ class Backend:
 def backend(request, lake_hook, spark, writer):
     """The embedded lake (SQLite), then a PostgreSQL catalog registered in the shared Spark session."""
     if request.param == "sqlite":
-        yield Backend("SQLite", lake_hook, writer)
+        yield Backend("SQLite", lake_hook, writer, rewriter="iceberg")
         return
     server = request.getfixturevalue("postgres_server")
     warehouse = Path(tempfile.mkdtemp(prefix="lake-pg-matrix-"))
@@ -191,24 +197,39 @@ def backend(request, lake_hook, spark, writer):
     other = WriterProcess(hook.config)
     other("spark")
     try:
-        yield Backend("PostgreSQL", hook, other)
+        yield Backend("PostgreSQL", hook, other, rewriter="auto")
     finally:
         other.close()
         os.environ.pop("AIRFLOW_CONN_LAKE_PG_MATRIX", None)
 
 
-def inject_before_first_action(monkeypatch, concurrent) -> dict:
-    """Run ``concurrent()`` when the rewrite first reaches Iceberg's actions API (after it planned on B)."""
-    real = jobs_iceberg.actions
-    state: dict = {"calls": 0}
+def before_iceberg_acts(monkeypatch, concurrent) -> None:
+    """Call ``concurrent()`` each time the rewrite reaches Iceberg after planning on B: its actions API
+    (Iceberg's Spark rewriter) or its commit manager (the Arrow rewriter, its files written)."""
+    real_actions, real_commit = jobs_iceberg.actions, arrow_rewrite.commit_manager
 
     def actions(spark):
+        concurrent()
+        return real_actions(spark)
+
+    def commit_manager(*args, **kwargs):
+        concurrent()
+        return real_commit(*args, **kwargs)
+
+    monkeypatch.setattr(jobs_iceberg, "actions", actions)
+    monkeypatch.setattr(arrow_rewrite, "commit_manager", commit_manager)
+
+
+def inject_before_first_action(monkeypatch, concurrent) -> dict:
+    """Run ``concurrent()`` once, when the rewrite first reaches Iceberg after planning on B."""
+    state: dict = {"calls": 0}
+
+    def once():
         state["calls"] += 1
         if state["calls"] == 1:
             state["result"] = concurrent()
-        return real(spark)
 
-    monkeypatch.setattr(jobs_iceberg, "actions", actions)
+    before_iceberg_acts(monkeypatch, once)
     return state
 
 
@@ -347,7 +368,7 @@ def run_race(backend: Backend, spark, monkeypatch, scenario: Race, options: dict
         "table": name, "planned_snapshot_id": planned_on, "partitions": None,
         "options": {"min-input-files": "2", **options},
         "rewrite_position_deletes": True, "snapshot_properties": {"airflow.task-id": "rewrite"},
-        "max_attempts": 3, "retry_backoff_seconds": 0.2,
+        "max_attempts": 3, "retry_backoff_seconds": 0.2, "rewriter": backend.rewriter,
     }
     error = result = None
     try:
@@ -384,7 +405,7 @@ def test_compaction_racing_another_writer(backend, spark, monkeypatch, race, sta
     history = [s.snapshot_id for s in table.snapshots()]
     concurrent_ids = other["snapshot_ids"]
     assert all(sid in history for sid in concurrent_ids)
-    cell = {"backend": backend.label, "race": race, "label": label, "ssn": starting_seq, "partial": partial,
+    cell = {"backend": backend.label, "rewriter": backend.rewriter, "race": race, "label": label, "ssn": starting_seq, "partial": partial,
             "final_rows": final[0], "lost": final != committed}
     if error is not None:
         # A failure says what happened and what to do, in plain words.
@@ -394,6 +415,9 @@ def test_compaction_racing_another_writer(backend, spark, monkeypatch, race, sta
         attempts = result["attempts"]
         first = attempts[0]
         assert first["starting_snapshot_id"] == planned_on  # the race did happen: planned on B
+        if backend.rewriter == "auto":  # Arrow, unless a retry met the other writer's delete files (or on v3)
+            why_not = "format v3" if scenario.format_version >= 3 else "delete files"
+            assert result["rewriter"] == "arrow" or why_not in result["rewriter_note"], result["rewriter_note"]
         ours = result["committed_snapshot_ids"]
         assert not set(ours) & set(concurrent_ids)  # another writer's snapshot is never reported as ours
         for sid in ours:
@@ -454,20 +478,19 @@ def test_a_conflict_on_every_attempt_is_reported_never_hidden(backend, spark, mo
     lake_hook, name = backend.hook, backend.new_table_name()
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=6, rows_per_commit=10)
     planned_on = lake_hook.load_table(name).current_snapshot().snapshot_id
-    real = jobs_iceberg.actions
     calls = {"n": 0}
 
-    def actions(spark_session):
+    def update_a():
         calls["n"] += 1
         if calls["n"] <= 2:
             race_mor_update(backend, name)
             calls["committed"] = table_fingerprint(lake_hook.load_table(name))
-        return real(spark_session)
 
-    monkeypatch.setattr(jobs_iceberg, "actions", actions)
+    before_iceberg_acts(monkeypatch, update_a)
     args = {"table": name, "planned_snapshot_id": planned_on, "partitions": None,
             "options": {"min-input-files": "2", "partial-progress.enabled": str(partial).lower()},
-            "rewrite_position_deletes": False, "max_attempts": 2, "retry_backoff_seconds": 0.1}
+            "rewrite_position_deletes": False, "max_attempts": 2, "retry_backoff_seconds": 0.1,
+            "rewriter": backend.rewriter}
     if partial:
         result = rewrite_job.run(spark, backend.catalog, args)
         assert [a["outcome"] for a in result["attempts"]] == ["committed", "nothing to commit"]
@@ -524,6 +547,7 @@ def doc(cells: list[dict], persistent: dict[tuple[str, str], str], default_runs:
     """docs/concurrency.md from the observed cells, the persistent-conflict outcomes and race (e) with
     the job's defaults (``make docs``: a fresh process, so everything comes in as arguments)."""
     backends = sorted({c["backend"] for c in cells}, key=lambda b: b != "SQLite")
+    rewriters = {c["backend"]: c.get("rewriter", "iceberg") for c in cells}
     lost = [c for c in cells if c["lost"]]
     lines = [
         "# Compaction racing other writers: the observed matrix",
@@ -540,7 +564,11 @@ def doc(cells: list[dict], persistent: dict[tuple[str, str], str], default_runs:
         "format v3 table (written as v2 by PyIceberg, which cannot write v3, then upgraded by Spark): the",
         "UPDATE's deletes are deletion vectors.",
         f"The matrix runs once per catalog database ({' and '.join(backends)}, the latter started by the",
-        "test setup on 127.0.0.1). Rows are read back by Spark in every cell, and by PyIceberg too (the two",
+        "test setup on 127.0.0.1), each with one rewriter: "
+        + ", ".join(f"{label} with `rewriter='{rewriters[label]}'`" for label in backends)
+        + " (`iceberg`: Iceberg's Spark action; `auto`: the Arrow rewriter, Iceberg's planner and commit with"
+        " Arrow's Parquet, on the first attempt of every format v2 race, and Iceberg's on a retry that finds the"
+        " other writer's delete files and on v3). Rows are read back by Spark in every cell, and by PyIceberg too (the two",
         "must agree) except for (e): PyIceberg 0.12 cannot read equality deletes. "
         + ("In every cell the table's row count and checksum equal those of what the writers committed."
            if not lost else f"In all cells but {len(lost)} the table's row count and checksum equal those of what"
@@ -550,7 +578,7 @@ def doc(cells: list[dict], persistent: dict[tuple[str, str], str], default_runs:
         mine = sorted((c for c in cells if c["backend"] == label), key=lambda c: (c["race"], not c["ssn"], c["partial"]))
         lines += [
             "",
-            f"## {label} catalog",
+            f"## {label} catalog, rewriter `{rewriters[label]}`",
             "",
             "| race | use-starting-sequence-number | partial-progress | Iceberg did | our rewrite reported | rows |",
             "|---|---|---|---|---|---|",
@@ -589,9 +617,10 @@ def doc(cells: list[dict], persistent: dict[tuple[str, str], str], default_runs:
     lines += [
         f"- {len(cells)} cells reproduced ({CELLS_PER_BACKEND} per catalog database), rows lost or resurrected in"
         f" {len(lost)}. {conflicted} cells met a real conflict on the first attempt.",
-        "- The catalog database " + ("did not change any outcome: Iceberg's conflict detection is the same"
-                                     " whichever database holds the catalog's pointer." if same else
-                                     "changed some outcomes: compare the tables above."),
+        "- Neither the catalog database nor the rewriter " + (
+            "changed any outcome: Iceberg's conflict detection is the same whichever database holds the catalog's"
+            " pointer, and the Arrow rewriter commits through the same Iceberg commit as the Spark action."
+            if same else "changed some outcomes: compare the tables above."),
         "- Appends (a, and the append of d) never conflict with a rewrite: Iceberg refreshes, finds no",
         "  conflicting change, and commits on top of the other writer's snapshot (\"retry then commit\").",
         "  A delete of rows in files the rewrite does not replace (d) does not conflict either.",

@@ -28,6 +28,8 @@ from lake_checks import files_by_spec, live_files, spark_fingerprint, table_fing
 AWKWARD_KEYS = ["it's", 'say "hi"', "a/b", "k=v", "100%", "ünïcødé ✓", "", None]
 AWKWARD_DAYS = [dt.date(1969, 12, 31), dt.date(1900, 1, 1)]
 APPENDS = 5  # Iceberg's default min-input-files: every partition qualifies for compaction
+#: Kinds without delete files, sort order or nested columns: the rewrite's `auto` takes the Arrow rewriter.
+ARROW_KINDS = {"pyiceberg_written", "awkward_partitions_spark", "awkward_partitions_pyiceberg"}
 
 
 def _v2_position_deletes(spark, name: str, lake_hook) -> None:
@@ -161,6 +163,9 @@ def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spa
         assert rewrite["snapshot_id_before"] == before[kind]["snapshot"], kind
         assert table.current_snapshot().snapshot_id == rewrite["snapshot_id_after"], kind
         assert set(rewrite["committed_snapshot_ids"]) <= {s.snapshot_id for s in table.snapshots()}, kind
+        # rewriter='auto': Arrow where the table allows it, Iceberg's Spark action (and why) elsewhere.
+        assert rewrite["rewriter"] == ("arrow" if kind in ARROW_KINDS else "iceberg"), (kind, rewrite["rewriter_note"])
+        assert (rewrite["rewriter_note"] is None) == (kind in ARROW_KINDS), kind
         assert not leases.load(name)[1].held, kind
         plans[kind] = airflow.xcom("lake_table_kinds", run_id, f"{kind}.plan")
     # v3: every row keeps its identity and last-update sequence number.

@@ -20,6 +20,7 @@ from collections.abc import Mapping, Sequence
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core.arrow_rewrite import REWRITERS
 from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.exceptions import LakeConfigError
 
@@ -345,6 +346,9 @@ class RewriteJobArgs(CommitRetry):
     drop_dangling_deletes: bool = False
     rewrite_manifests: bool = False
     snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
+    #: Who reads and writes the Parquet of a bin-pack rewrite (``core/arrow_rewrite.py``): ``auto``
+    #: (Arrow where the result is provably the same, else Iceberg's Spark action), ``iceberg`` or ``arrow``.
+    rewriter: str = "auto"
 
     def __post_init__(self) -> None:
         # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
@@ -361,6 +365,11 @@ class RewriteJobArgs(CommitRetry):
         (Iceberg's options as ``options[...]``)."""
         if self.strategy not in STRATEGIES:
             raise LakeConfigError(f"strategy must be one of {', '.join(STRATEGIES)}; got {self.strategy!r}.")
+        if self.rewriter not in REWRITERS:
+            raise LakeConfigError(f"rewriter must be one of {', '.join(REWRITERS)}; got {self.rewriter!r}.")
+        if self.rewriter == "arrow" and self.strategy != "binpack":
+            raise LakeConfigError(f"rewriter 'arrow' only bin-packs; strategy {self.strategy!r} needs "
+                                  "rewriter='auto' or 'iceberg'.")
         if self.strategy == "zorder" and not self.zorder_columns:
             raise LakeConfigError("strategy 'zorder' needs zorder_columns, e.g. ['event_id', 'amount'].")
         if self.strategy == "sort":
@@ -415,6 +424,10 @@ class RewriteResult(Contract):
     #: With ``drop_dangling_deletes``: the delete files removed because no live data file needed them.
     dangling_deletes: dict[str, Any] | None = None
     manifests: dict[str, int] | None = None
+    #: Who rewrote the data files: ``arrow`` or ``iceberg`` (Iceberg's Spark action); ``None`` when nothing ran.
+    rewriter: str | None = None
+    #: Why ``rewriter='auto'`` took Iceberg's Spark action (``core/arrow_rewrite.py``'s reason).
+    rewriter_note: str | None = None
     strategy: str = "binpack"
     planned_snapshot_id: int | None = None
     output_spec_id: int | None = None

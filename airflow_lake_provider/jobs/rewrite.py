@@ -40,14 +40,14 @@ from airflow_lake_provider.core.delete_files import (
     position_delete_rewrite_blocked,
     position_delete_rewrite_bug,
 )
-from airflow_lake_provider.jobs import dangling_deletes, iceberg
+from airflow_lake_provider.jobs import arrow_rewrite, dangling_deletes, iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, conflict_reason, retrying
 
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
 
 REWRITE_ID_PROPERTY = "lake.rewrite-id"
-_DROPPED = "commit dropped (conflict with a concurrent commit)"
+_DROPPED = arrow_rewrite.DROPPED
 # Options this job sets unless the caller does. Iceberg's default use-starting-sequence-number=true
 # gives the new files the starting snapshot's data sequence number and skips the check for
 # equality deletes committed meanwhile; Iceberg 1.10's commit may then drop such a delete as
@@ -185,10 +185,29 @@ def _group_path(spark, jtable, info) -> str:
     return iceberg.rewrite_group_namer(spark, jtable)(jtable.spec().specId(), info.partition())
 
 
-def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], expression) -> dict[str, Any]:
-    """One attempt, planned from the table state ``jtable`` holds; returns its groups and shortfall."""
-    start = jtable.currentSnapshot()
+def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], expression,
+                  chosen: dict[str, Any]) -> dict[str, Any]:
+    """One attempt, planned from the table state ``jtable`` holds; returns its groups and shortfall.
+
+    ``chosen`` holds the rewriter (``rewriter``, ``note``). Arrow is checked on every attempt (a retry
+    plans from the current snapshot, which may hold another writer's delete files by then); a table
+    it cannot rewrite, or a file it cannot read by field ID (what it wrote is deleted first), hands
+    this and later attempts to Iceberg's Spark action.
+    """
     options = {**SAFE_OPTION_DEFAULTS, **args.options}
+    if chosen["rewriter"] == "arrow":
+        try:
+            reason = arrow_rewrite.ineligibility(spark, jtable, args.strategy, options)
+            if reason is None:
+                return arrow_rewrite.rewrite_once(spark, jtable, options, props, expression)
+        except arrow_rewrite.NotArrowRewritable as unreadable:
+            reason = str(unreadable)
+        if args.rewriter == "arrow":
+            raise ValueError(f"rewriter='arrow' cannot rewrite {args.table}: {reason}. Use rewriter='auto', "
+                             "which takes Iceberg's Spark rewriter for such tables.")
+        chosen.update(rewriter="iceberg", note=reason)
+        print(f"rewrite: {args.table} goes to Iceberg's Spark rewriter: {reason}", flush=True)
+    start = jtable.currentSnapshot()
     strategy = args.strategy
     partial = options.get("partial-progress.enabled", "false").lower() == "true"
     # The planner of sort and zorder is Spark's own (package-private); binpack's is public.
@@ -305,10 +324,12 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     last: dict[str, Any] = {"failed_groups": []}
     removed_delete_files = 0
 
+    chosen: dict[str, Any] = {"rewriter": "iceberg" if args.rewriter == "iceberg" else "arrow", "note": None}
+
     def rewrite_data_files():
         nonlocal removed_delete_files
         earlier = {int(s.snapshotId()) for s in ours()}
-        outcome = _rewrite_once(spark, jtable, args, props, expression)
+        outcome = _rewrite_once(spark, jtable, args, props, expression, chosen)
         # Every reported group must be backed by files this attempt's own commits removed.
         commits = [s for s in ours() if int(s.snapshotId()) not in earlier and str(s.operation()) == "replace"]
         backed, not_backed = _backed_groups(spark, jtable, outcome["groups"], commits)
@@ -402,4 +423,6 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         position_deletes=position_deletes,
         dangling_deletes=dangling,
         manifests=manifests,
+        rewriter=chosen["rewriter"],
+        rewriter_note=chosen["note"],
     ).to_json()

@@ -50,6 +50,11 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         ``use-starting-sequence-number=false`` (Iceberg's true lets an equality delete committed
         during the rewrite, as Flink upserts do, be dropped by the rewrite's commit and its rows
         come back, apache/iceberg#10962; with false that delete is a commit conflict, retried).
+    :param rewriter: who reads and writes the Parquet of a bin-pack rewrite. ``auto`` (default):
+        Arrow, with Iceberg's planner and Iceberg's validated commit, where the result is provably the
+        same (no delete files, format v1/v2, one partition spec, no sort order, flat columns, local
+        storage); Iceberg's Spark action for every other table, the reason in ``rewriter_note``.
+        ``iceberg``: always Iceberg's Spark action. ``arrow``: refuse a table Arrow cannot rewrite.
     :param require_plan: fail when no plan arrives instead of rewriting the whole table (the
         maintenance group sets it).
     :param max_commit_attempts: attempts when a commit conflicts with another writer (default 3);
@@ -64,7 +69,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         *LakeMaintenanceOperator.template_fields,
         "plan", "strategy", "sort_order", "zorder_columns", "rewrite_position_deletes",
         "drop_dangling_deletes", "rewrite_manifests", "options", "dry_run", "max_commit_attempts",
-        "commit_retry_backoff_seconds",
+        "commit_retry_backoff_seconds", "rewriter",
     )
     template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers, "plan": "json", "options": "json"}
 
@@ -88,6 +93,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts,
         commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds,
         require_plan: bool = False,
+        rewriter: str = "auto",
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
@@ -104,6 +110,7 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         self.max_commit_attempts = max_commit_attempts
         self.commit_retry_backoff_seconds = commit_retry_backoff_seconds
         self.require_plan = require_plan
+        self.rewriter = rewriter
 
     def step(self, context: Context) -> RewriteStep:
         return RewriteStep.of(self, table=self.table, log=self.log)

@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
+import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility
 from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
@@ -61,6 +63,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
     max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts
     commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds
     require_plan: bool = False
+    rewriter: str = "auto"
 
     # -- before Spark ---------------------------------------------------------------------------
     def read_plan(self) -> PlanResult | None:
@@ -146,8 +149,14 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
             snapshot_properties=snapshot_properties,
             max_attempts=self.max_commit_attempts,
             retry_backoff_seconds=self.commit_retry_backoff_seconds,
+            rewriter=self.rewriter,
         ).validate()
         args.check_columns([f.name for f in table.schema().fields])
+        if args.rewriter == "arrow":
+            reason = arrow_ineligibility_of(table, args)
+            if reason is not None:
+                raise LakeConfigError(f"rewriter='arrow' cannot rewrite {self.dotted}: {reason}. Use rewriter='auto', "
+                                      "which takes Iceberg's Spark rewriter for such tables.")
         return args
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[RewriteJobArgs, RewriteResult]:
@@ -214,6 +223,19 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
             f"rewrote {result.rewritten_data_files:,} data files ({result.rewritten_bytes:,} bytes) into "
             f"{result.added_data_files:,}, removed {result.removed_delete_files:,} delete files, "
             f"{len(result.committed_snapshot_ids)} commits"))
+
+
+def arrow_ineligibility_of(table: Table, args: RewriteJobArgs) -> str | None:
+    """:func:`~airflow_lake_provider.core.arrow_rewrite.arrow_ineligibility` from PyIceberg's view of the table."""
+    snapshot = table.current_snapshot()
+    return arrow_ineligibility(
+        strategy=args.strategy, schema=json.loads(table.schema().model_dump_json()),
+        properties=dict(table.properties), format_version=int(table.metadata.format_version),
+        current_spec_id=table.spec().spec_id,
+        sort_order_fields=len(table.sort_order().fields),
+        snapshot_summary=(dict(snapshot.summary.additional_properties) if snapshot is not None and snapshot.summary
+                          else None),
+        location=table.location(), options=args.options, planner_options=None)
 
 
 def _recovered(table: Table, args: RewriteJobArgs, commits: list[Any]) -> RewriteResult:

@@ -1,0 +1,107 @@
+"""When a bin-pack rewrite may run on Arrow, and how its Parquet is written: decisions only.
+
+The Arrow rewriter (``jobs/arrow_rewrite.py``) keeps Iceberg's planner and Iceberg's commit and
+replaces only the part between them: reading the small files and writing the new ones. It is
+taken only where the files it writes are provably what Iceberg's Spark writer would have
+committed: the same rows (no delete file to apply, no row lineage to carry), the same columns by
+field ID, files of the current partition spec only, no sort order, and a codec both writers share. Everything else goes
+to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility` says why, in words a user
+sees in the task's log and result.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable, Mapping, Sequence
+from typing import Any
+
+#: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
+#: Spark action; ``iceberg`` always Iceberg's Spark action; ``arrow`` refuses a table Arrow cannot rewrite.
+REWRITERS = ("auto", "iceberg", "arrow")
+
+#: Iceberg's primitive types the Arrow rewriter carries, by their name in Iceberg's schema JSON.
+_ARROW_TYPES = {"boolean", "int", "long", "float", "double", "date", "string", "binary", "timestamp", "timestamptz"}
+_DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
+
+#: Iceberg's ``write.parquet.compression-codec`` values, as Arrow names them. Iceberg's ``lz4`` is
+#: Hadoop's framing, which Arrow does not write: such tables stay with Iceberg's writer.
+_CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "brotli": "brotli", "uncompressed": "none"}
+#: parquet-mr's levels when the table sets none (Arrow's own zstd default is 1, Iceberg's writer uses 3).
+_DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
+
+#: Options the Arrow rewriter honours besides the planner's own (``BinPackRewriteFilePlanner.validOptions``).
+ARROW_REWRITER_OPTIONS = frozenset({
+    "partial-progress.enabled", "partial-progress.max-commits", "partial-progress.max-failed-commits",
+    "max-concurrent-file-group-rewrites", "use-starting-sequence-number", "output-spec-id",
+    "remove-dangling-deletes", "rewrite-job-order",
+})
+
+
+def arrow_type_supported(type_json: Any) -> bool:
+    """Whether a column of this Iceberg type (schema JSON) is carried by the Arrow rewriter."""
+    return isinstance(type_json, str) and (type_json in _ARROW_TYPES or _DECIMAL.match(type_json) is not None)
+
+
+def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties: Mapping[str, str],
+                        format_version: int, current_spec_id: int, sort_order_fields: int,
+                        snapshot_summary: Mapping[str, str] | None, location: str, options: Mapping[str, str],
+                        planner_options: Iterable[str] | None) -> str | None:
+    """Why this rewrite cannot run on Arrow, or ``None`` when it can. Each reason names what differs.
+
+    ``planner_options``: the options Iceberg's bin-pack planner takes, known only in the JVM; ``None``
+    (the worker's check before a JVM) leaves the options to the job's own check.
+    """
+    if strategy != "binpack":
+        return f"strategy {strategy!r} sorts rows (Arrow only bin-packs)"
+    if format_version >= 3:
+        return f"format v{format_version} tables carry row lineage and deletion vectors"
+    if snapshot_summary is not None and snapshot_summary.get("total-delete-files") != "0":
+        return "the table has delete files to apply (or its snapshot does not count them)"
+    if str(options.get("output-spec-id", current_spec_id)) != str(current_spec_id):
+        return "output-spec-id names another partition spec"
+    if sort_order_fields:
+        return "the table has a sort order (Iceberg's writer sorts the new files)"
+    if properties.get("write.format.default", "parquet").lower() != "parquet":
+        return f"the table writes {properties['write.format.default']} files"
+    if parquet_codec(properties) is None:
+        return f"compression codec {properties.get('write.parquet.compression-codec')!r} is not one Arrow writes"
+    if any(key.startswith("write.parquet.bloom-filter") for key in properties):
+        return "the table asks for Parquet bloom filters"
+    if not location.startswith(("file:/", "/")):
+        return "the table is not on a local file system (object stores use Iceberg's writer)"
+    known = ARROW_REWRITER_OPTIONS | set(planner_options if planner_options is not None else options)
+    unknown = sorted(set(options) - known)
+    if unknown:
+        return f"options {unknown} are for Iceberg's Spark rewriter"
+    for field in schema.get("fields", []):
+        if not arrow_type_supported(field.get("type")):
+            return f"column {field.get('name')!r} has type {field.get('type')}, which Arrow does not rewrite here"
+    return None
+
+
+def parquet_codec(properties: Mapping[str, str]) -> tuple[str, int | None] | None:
+    """Arrow's codec name and level for the table's ``write.parquet.compression-*`` properties."""
+    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    if codec not in _CODECS:
+        return None
+    level = properties.get("write.parquet.compression-level")
+    return _CODECS[codec], int(level) if level not in (None, "") else _DEFAULT_LEVELS.get(codec)
+
+
+def row_group_bytes(properties: Mapping[str, str]) -> int:
+    """Iceberg's ``write.parquet.row-group-size-bytes`` (its default 128 MiB)."""
+    return int(properties.get("write.parquet.row-group-size-bytes", 128 * 1024 * 1024))
+
+
+def split_into_outputs(sizes: Sequence[int], outputs: int) -> list[int]:
+    """For each input file in order, the output file (0-based) it goes to: ``outputs`` runs of about
+    equal input bytes, as Iceberg's planner expects (``expectedOutputFiles``)."""
+    total = sum(sizes)
+    if outputs <= 1 or total == 0:
+        return [0] * len(sizes)
+    share = total / outputs
+    placed, before = [], 0
+    for size in sizes:
+        placed.append(min(outputs - 1, int(before // share)))
+        before += size
+    return placed

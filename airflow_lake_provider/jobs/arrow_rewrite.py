@@ -1,0 +1,351 @@
+"""A bin-pack rewrite whose Parquet reading and writing is Arrow's; planning and commit stay Iceberg's.
+
+Why: on tables of many small files a warm ``rewrite_data_files`` spends most of its time on work
+a plain copy does not do (``docs/benchmarks.md``, the profile): Iceberg copies the whole Hadoop
+``Configuration`` for every file it opens through ``HadoopFileIO``, and Spark turns the
+vectorised reader's column batches into rows for Iceberg's row writer. Here Iceberg's own
+``BinPackRewriteFilePlanner`` makes the file groups (the same groups the Spark action makes from
+the same options), Arrow reads each group's files by Iceberg field ID and writes the new files in
+the table's codec with the field IDs, Iceberg reads the new files' metrics back
+(``ParquetUtil.fileMetrics`` under the table's metrics config), and Iceberg's
+``RewriteDataFilesCommitManager`` commits, the commit the Spark action makes: validated from the
+starting snapshot, with the job's snapshot properties and sequence-number choice.
+
+Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
+the Spark action): no delete files, format v1/v2, one spec, no sort order, flat columns of common
+types, a local file system. A file without field IDs, found while reading, turns the whole
+attempt back to the Spark action with every file this attempt wrote deleted.
+
+The Parquet work runs in the driver on a thread pool (Arrow releases the GIL): a group's files are
+read in parallel and written into row groups of the table's ``write.parquet.row-group-size-bytes``,
+so memory stays near one row group per group being written.
+"""
+
+from __future__ import annotations
+
+import concurrent.futures
+import json
+import os
+import uuid
+from typing import Any
+
+from airflow_lake_provider.core.arrow_rewrite import (
+    arrow_ineligibility,
+    parquet_codec,
+    row_group_bytes,
+    split_into_outputs,
+)
+from airflow_lake_provider.jobs import iceberg
+
+#: What a group that was not committed under partial progress says (the Spark path's wording).
+DROPPED = "commit dropped (conflict with a concurrent commit)"
+
+
+#: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
+#: group of thousands of files never sits in memory at once.
+READ_AHEAD = 16
+
+
+class NotArrowRewritable(Exception):
+    """A file the rewrite would read cannot be read by field ID (written without Iceberg's field IDs)."""
+
+
+def _java_map(spark, values: dict[str, str]):
+    mapping = spark.sparkContext._jvm.java.util.HashMap()
+    for key, value in values.items():
+        mapping.put(key, str(value))
+    return mapping
+
+
+def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str | None:
+    """Why Arrow cannot rewrite this table with these options (``None``: it can)."""
+    try:
+        import pyarrow.parquet  # noqa: F401 - the driver's Python must have it
+    except ImportError:
+        return "pyarrow is not installed in the Spark driver's Python"
+    jvm = spark.sparkContext._jvm
+    snapshot = jtable.currentSnapshot()
+    return arrow_ineligibility(
+        strategy=strategy,
+        schema=json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))),
+        properties={str(k): str(v) for k, v in dict(jtable.properties()).items()},
+        format_version=int(jtable.operations().current().formatVersion()),
+        current_spec_id=int(jtable.spec().specId()),
+        sort_order_fields=int(jtable.sortOrder().fields().size()),
+        snapshot_summary=iceberg.summary(snapshot) if snapshot is not None else None,
+        location=str(jtable.location()),
+        options=options,
+        planner_options=[str(o) for o in jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(jtable)
+                         .validOptions()],
+    )
+
+
+def _arrow_schema(schema_json: dict[str, Any]):
+    """The table's current schema as Arrow's, each field carrying its Iceberg field ID."""
+    import pyarrow as pa
+
+    simple = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
+              "double": pa.float64(), "date": pa.date32(), "string": pa.string(), "binary": pa.binary(),
+              "timestamp": pa.timestamp("us"), "timestamptz": pa.timestamp("us", tz="UTC")}
+    fields = []
+    for field in schema_json["fields"]:
+        kind = field["type"]
+        if kind in simple:
+            arrow_type = simple[kind]
+        else:  # decimal(p, s): checked by arrow_ineligibility
+            precision, scale = (int(x) for x in kind[len("decimal("):-1].split(","))
+            arrow_type = pa.decimal128(precision, scale)
+        fields.append(pa.field(field["name"], arrow_type, nullable=not field["required"],
+                               metadata={b"PARQUET:field_id": str(field["id"]).encode()}))
+    return pa.schema(fields)
+
+
+def _local(path: str) -> str:
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+def _read_by_field_id(path: str, schema):
+    """One data file as ``schema``: columns matched by field ID (renames), missing ones null (added
+    later), narrower types widened as Iceberg allows (int to long, float to double, decimal)."""
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(_local(path)).read(use_threads=False)
+    by_id = {}
+    for index, field in enumerate(table.schema):
+        field_id = (field.metadata or {}).get(b"PARQUET:field_id")
+        if field_id is None:
+            raise NotArrowRewritable(f"{path} has a column ({field.name!r}) without an Iceberg field ID")
+        by_id[field_id] = index
+    columns = []
+    for field in schema:
+        position = by_id.get(field.metadata[b"PARQUET:field_id"])
+        if position is None:
+            columns.append(pa.nulls(table.num_rows, field.type))
+            continue
+        column = table.column(position)
+        columns.append(column if column.type == field.type else column.cast(field.type))
+    return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _bounded_map(pool, function, items, *, ahead: int):
+    """``pool.map`` in order, with at most ``ahead`` results waiting (``Executor.map`` submits everything)."""
+    pending: list[concurrent.futures.Future] = []
+    for item in items:
+        pending.append(pool.submit(function, item))
+        if len(pending) > ahead:
+            yield pending.pop(0).result()
+    for future in pending:
+        yield future.result()
+
+
+def _split_offsets(metadata) -> list[int]:
+    """Where each row group starts, as Iceberg records it (``split_offsets``)."""
+    offsets = []
+    for index in range(metadata.num_row_groups):
+        column = metadata.row_group(index).column(0)
+        start = column.dictionary_page_offset if column.has_dictionary_page else column.data_page_offset
+        offsets.append(int(start))
+    return offsets
+
+
+class _GroupWriter:
+    """Writes one file group's new files; ``abort`` deletes whatever it wrote."""
+
+    def __init__(self, spark, jtable, group, schema, properties: dict[str, str], pool):
+        self.spark, self.jtable, self.group, self.schema, self.pool = spark, jtable, group, schema, pool
+        self.codec, self.level = parquet_codec(properties) or ("zstd", 3)
+        self.row_group_bytes = row_group_bytes(properties)
+        self.written: list[tuple[str, list[int]]] = []
+        self.files = self._files()
+
+    def _files(self) -> list[dict[str, Any]]:
+        """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), refused
+        when one has deletes to apply or belongs to an older partition spec (its rows may belong to
+        several partitions of the current one: Iceberg's writer splits them, this one does not)."""
+        responses = self.spark.sparkContext._jvm.org.apache.iceberg.rest.responses
+        response = (responses.FetchScanTasksResponse.builder(self.jtable.specs())
+                    .withFileScanTasks(self.group.fileScanTasks()).build())
+        document = json.loads(str(responses.FetchScanTasksResponseParser.toJson(response)))
+        if document.get("delete-files"):
+            raise NotArrowRewritable("a file to rewrite has delete files to apply")
+        files = [task["data-file"] for task in document["file-scan-tasks"]]
+        current = int(self.jtable.spec().specId())
+        if any(int(f["spec-id"]) != current for f in files):
+            raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
+        return files
+
+    def write(self) -> None:
+        import pyarrow as pa
+        import pyarrow.parquet as pq
+
+        files = self.files
+        outputs = split_into_outputs([int(f["file-size-in-bytes"]) for f in files],
+                                     max(1, int(self.group.expectedOutputFiles())))
+        tables = _bounded_map(self.pool, lambda f: _read_by_field_id(f["file-path"], self.schema), files,
+                              ahead=READ_AHEAD)
+        prefix = f"{uuid.uuid4()}"
+        writer: Any = None
+        buffered: list[Any] = []
+        current, size = -1, 0
+
+        def flush():
+            nonlocal buffered, size
+            if buffered:
+                merged = pa.concat_tables(buffered)
+                writer.write_table(merged, row_group_size=max(1, merged.num_rows))
+            buffered, size = [], 0
+
+        try:
+            for output, table in zip(outputs, tables, strict=True):
+                if output != current:
+                    if writer is not None:
+                        flush()
+                        writer.close()
+                    current = output
+                    location = str(self.jtable.locationProvider().newDataLocation(
+                        self.jtable.spec(), self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
+                    os.makedirs(os.path.dirname(_local(location)), exist_ok=True)
+                    self.written.append((location, []))
+                    writer = pq.ParquetWriter(_local(location), self.schema, compression=self.codec,
+                                              compression_level=self.level, store_schema=False,
+                                              write_statistics=True)
+                buffered.append(table)
+                size += table.nbytes
+                if size >= self.row_group_bytes:
+                    flush()
+            if writer is not None:
+                flush()
+                writer.close()
+        except BaseException:
+            if writer is not None:
+                writer.close()
+            self.abort()
+            raise
+
+    def data_files(self):
+        """The new files as Iceberg ``DataFile``s, their metrics read back by Iceberg."""
+        import pyarrow.parquet as pq
+
+        jvm, gateway = self.spark.sparkContext._jvm, self.spark.sparkContext._gateway
+        metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(self.jtable)
+        files = jvm.java.util.HashSet()
+        for location, _ in self.written:
+            starts = _split_offsets(pq.read_metadata(_local(location)))
+            array = gateway.new_array(jvm.long, len(starts))  # py4j hands boxed Longs back as ints
+            for index, start in enumerate(starts):
+                array[index] = start
+            offsets = jvm.org.apache.iceberg.relocated.com.google.common.primitives.Longs.asList(array)
+            input_file = self.jtable.io().newInputFile(location)
+            files.add(
+                jvm.org.apache.iceberg.DataFiles.builder(self.jtable.spec())
+                .withPath(location)
+                .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+                .withFileSizeInBytes(os.path.getsize(_local(location)))
+                .withPartition(self.group.info().partition())
+                .withMetrics(jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(input_file, metrics_config))
+                .withSplitOffsets(offsets)
+                .withSortOrder(self.jtable.sortOrder())
+                .build())
+        return files
+
+    def abort(self) -> None:
+        for location, _ in self.written:
+            try:
+                os.remove(_local(location))
+            except FileNotFoundError:
+                pass
+        self.written = []
+
+
+def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequence_number: bool,
+                   props: dict[str, str]):
+    """Iceberg's ``RewriteDataFilesCommitManager``, the commit the Spark action makes: a ``RewriteFiles``
+    validated from the starting snapshot (no new deletes for the replaced files), with ``props``."""
+    return spark.sparkContext._jvm.org.apache.iceberg.actions.RewriteDataFilesCommitManager(
+        jtable, starting_snapshot_id, use_starting_sequence_number, _java_map(spark, props))
+
+
+def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], expression) -> dict[str, Any]:
+    """One attempt, planned from the table state ``jtable`` holds: the outcome ``jobs/rewrite.py`` reports
+    (``groups``, ``failed_groups``, ``removed_delete_files``, ``starting_snapshot_id``)."""
+    jvm = spark.sparkContext._jvm
+    start = jtable.currentSnapshot()
+    outcome: dict[str, Any] = {"starting_snapshot_id": int(start.snapshotId()) if start is not None else None,
+                               "groups": [], "failed_groups": [], "removed_delete_files": 0}
+    if start is None:
+        return outcome
+    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
+        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
+        start.snapshotId(), True)
+    valid = {str(k) for k in planner.validOptions()}
+    planner.init(_java_map(spark, {k: v for k, v in options.items() if k in valid}))
+    planned = planner.plan().groups()
+    groups = []
+    try:
+        iterator = planned.iterator()
+        while iterator.hasNext():
+            groups.append(iterator.next())
+    finally:
+        planned.close()
+    if not groups:
+        return outcome
+    schema = _arrow_schema(json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))))
+    properties = {str(k): str(v) for k, v in dict(jtable.properties()).items()}
+    name = iceberg.rewrite_group_namer(spark, jtable)
+    spec_id = int(jtable.spec().specId())
+    cores = os.cpu_count() or 2
+    concurrency = max(1, min(len(groups), int(options.get("max-concurrent-file-group-rewrites", cores)), cores))
+    # Reads wait on the disk as well as the CPU: twice as many threads as cores keep both busy.
+    with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
+            concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
+        # Every group's files are known (and checked) before the first file is written.
+        writers = [_GroupWriter(spark, jtable, group, schema, properties, reads) for group in groups]
+        futures = [groups_pool.submit(writer.write) for writer in writers]
+        failure = None
+        for future in futures:
+            try:
+                future.result()
+            except Exception as error:  # noqa: BLE001 - every group finishes or cleans up, then the first error is raised
+                failure = failure or error
+        if failure is not None:
+            for writer in writers:
+                writer.abort()
+            raise failure
+    for writer in writers:
+        writer.group.setOutputFiles(writer.data_files())
+    manager = commit_manager(spark, jtable, start.snapshotId(),
+                             options.get("use-starting-sequence-number", "false").lower() == "true", props)
+
+    def reported(writer) -> dict[str, Any]:
+        info = writer.group.info()
+        return {"partition": name(spec_id, info.partition()), "global_index": int(info.globalIndex()),
+                "rewritten_data_files": int(writer.group.inputFileNum()), "added_data_files": len(writer.written),
+                "rewritten_bytes": int(writer.group.inputFilesSizeInBytes())}
+
+    def java_set(items):
+        result = jvm.java.util.HashSet()
+        for item in items:
+            result.add(item.group)
+        return result
+
+    if options.get("partial-progress.enabled", "false").lower() != "true":
+        manager.commitOrClean(java_set(writers))  # on failure Iceberg deletes the new files and raises
+        outcome["groups"] = [reported(writer) for writer in writers]
+        return outcome
+    # Partial progress: commits of about equal numbers of groups; a batch that fails is dropped alone.
+    commits = max(1, min(len(writers), int(options.get("partial-progress.max-commits", "10"))))
+    for batch in (writers[index::commits] for index in range(commits)):
+        try:
+            manager.commitFileGroups(java_set(batch))
+        except Exception as error:  # noqa: BLE001 - reported per group, the task fails on it by default
+            for writer in batch:
+                manager.abortFileGroup(writer.group)
+                info = writer.group.info()
+                outcome["failed_groups"].append({
+                    "partition": name(spec_id, info.partition()), "global_index": int(info.globalIndex()),
+                    "data_files": int(writer.group.inputFileNum()), "reason": DROPPED,
+                    "detail": str(error).splitlines()[0][:300]})
+            continue
+        outcome["groups"].extend(reported(writer) for writer in batch)
+    return outcome
