@@ -29,6 +29,9 @@ _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "brotli": "brotli
 #: parquet-mr's levels when the table sets none (Arrow's own zstd default is 1, Iceberg's writer uses 3).
 _DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
 
+#: Table properties that move where new data files go (Iceberg's LocationProviders).
+_DATA_LOCATION_PROPERTIES = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
+
 #: Options the Arrow rewriter honours besides the planner's own (``BinPackRewriteFilePlanner.validOptions``).
 ARROW_REWRITER_OPTIONS = frozenset({
     "partial-progress.enabled", "partial-progress.max-commits", "partial-progress.max-failed-commits",
@@ -67,8 +70,9 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
         return f"compression codec {properties.get('write.parquet.compression-codec')!r} is not one Arrow writes"
     if any(key.startswith("write.parquet.bloom-filter") for key in properties):
         return "the table asks for Parquet bloom filters"
-    if not location.startswith(("file:/", "/")):
-        return "the table is not on a local file system (object stores use Iceberg's writer)"
+    data_locations = [location, *(properties[key] for key in _DATA_LOCATION_PROPERTIES if key in properties)]
+    if not all(place.startswith(("file:/", "/")) for place in data_locations):
+        return "the table's data is not on a local file system (object stores use Iceberg's writer)"
     known = ARROW_REWRITER_OPTIONS | set(planner_options if planner_options is not None else options)
     unknown = sorted(set(options) - known)
     if unknown:

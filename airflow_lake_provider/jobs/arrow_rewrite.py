@@ -300,7 +300,8 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
         # Every group's files are known (and checked) before the first file is written.
-        writers = [_GroupWriter(spark, jtable, group, schema, properties, reads) for group in groups]
+        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, schema, properties, reads),
+                                       groups))
         futures = [groups_pool.submit(writer.write) for writer in writers]
         failure = None
         for future in futures:
