@@ -156,7 +156,7 @@ class _GroupWriter:
         self.spark, self.jtable, self.group, self.schema, self.pool = spark, jtable, group, schema, pool
         self.codec, self.level = parquet_codec(properties) or ("zstd", 3)
         self.row_group_bytes = row_group_bytes(properties)
-        self.written: list[tuple[str, list[int]]] = []
+        self.written: list[str] = []
         self.files = self._files()
 
     def _files(self) -> list[dict[str, Any]]:
@@ -206,7 +206,7 @@ class _GroupWriter:
                     location = str(self.jtable.locationProvider().newDataLocation(
                         self.jtable.spec(), self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
                     os.makedirs(os.path.dirname(_local(location)), exist_ok=True)
-                    self.written.append((location, []))
+                    self.written.append(location)
                     writer = pq.ParquetWriter(_local(location), self.schema, compression=self.codec,
                                               compression_level=self.level, store_schema=False,
                                               write_statistics=True)
@@ -230,7 +230,7 @@ class _GroupWriter:
         jvm, gateway = self.spark.sparkContext._jvm, self.spark.sparkContext._gateway
         metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(self.jtable)
         files = jvm.java.util.HashSet()
-        for location, _ in self.written:
+        for location in self.written:
             starts = _split_offsets(pq.read_metadata(_local(location)))
             array = gateway.new_array(jvm.long, len(starts))  # py4j hands boxed Longs back as ints
             for index, start in enumerate(starts):
@@ -250,7 +250,7 @@ class _GroupWriter:
         return files
 
     def abort(self) -> None:
-        for location, _ in self.written:
+        for location in self.written:
             try:
                 os.remove(_local(location))
             except FileNotFoundError:
@@ -313,8 +313,13 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
             for writer in writers:
                 writer.abort()
             raise failure
-    for writer in writers:
-        writer.group.setOutputFiles(writer.data_files())
+    try:
+        for writer in writers:
+            writer.group.setOutputFiles(writer.data_files())
+    except Exception:
+        for writer in writers:
+            writer.abort()
+        raise
     manager = commit_manager(spark, jtable, start.snapshotId(),
                              options.get("use-starting-sequence-number", "false").lower() == "true", props)
 
