@@ -175,9 +175,11 @@ does not pay make most of the rest:
   Iceberg 1.10 on Spark 3.5 has no columnar writer.
 
 Planning, manifests and the commit are a few percent. With 2,000 files of a few tens of KB each,
-the per-file copy and the per-row path keep the warm rewrite several times the Arrow copy (the
-throughput section); neither is a setting this provider or a user can change on a Hadoop-FileIO
-table, which is why the 1.5x target is not met there.
+the per-file copy and the per-row path keep Iceberg's Spark action several times the Arrow copy
+(the throughput section); neither is a setting this provider or a user can change on a
+Hadoop-FileIO table. This profile is of that action (`rewriter='iceberg'`, and what `auto` takes
+where the Arrow rewriter does not apply): the Arrow rewriter skips both, keeping Iceberg's
+planning and commit, and where its time goes is in `benchmarks/LEVERS.md`.
 """, measured_at=None if fresh else f["measured_at"])
 
 
