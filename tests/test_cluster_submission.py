@@ -257,6 +257,22 @@ def test_a_driver_in_the_task_maps_the_class_archive_and_a_cluster_driver_does_n
     assert "SharedArchiveFile" not in bare.environment()["SPARK_SUBMIT_OPTS"]
 
 
+def test_a_driver_that_reads_no_data_starts_with_the_first_jit_tier_only(tmp_path, lake_hook):
+    from airflow_lake_provider.core.contracts import RewriteJobArgs
+    from airflow_lake_provider.hooks.spark_job import QUICK_JIT
+
+    job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection"))
+
+    def options(args, name: str) -> list[str]:
+        (tmp_path / name).mkdir()
+        return job.prepare(args, job.resolve_target(), tmp_path / name).environment()["SPARK_SUBMIT_OPTS"].split()
+
+    assert QUICK_JIT in options(RewriteJobArgs(table="db.t", arrow_expected=True), "arrow")
+    # Iceberg's Spark action reads and writes in the driver's JVM (local mode): both tiers.
+    assert QUICK_JIT not in options(RewriteJobArgs(table="db.t"), "iceberg")
+    assert QUICK_JIT not in options(SqlJobArgs(statements=["SELECT 1"]), "sql")
+
+
 def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monkeypatch, tmp_path):
     from airflow_lake_provider import class_archive
 

@@ -39,6 +39,13 @@ class Contract:
     if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
         __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
+    @property
+    def driver_reads_data(self) -> bool:
+        """Whether the job's driver JVM is expected to read and write data files (in local mode its
+        executors are threads of that JVM). A driver that only plans and commits starts with the
+        JIT's first tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
+        return True
+
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
         return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -349,11 +356,19 @@ class RewriteJobArgs(CommitRetry):
     #: Who reads and writes the Parquet of a bin-pack rewrite (``core/arrow_rewrite.py``): ``auto``
     #: (Arrow where the result is provably the same, else Iceberg's Spark action), ``iceberg`` or ``arrow``.
     rewriter: str = "auto"
+    #: The worker's expectation that the Arrow rewriter will run (the job decides again): then the
+    #: driver JVM only plans and commits (:attr:`driver_reads_data`).
+    arrow_expected: bool = False
 
     def __post_init__(self) -> None:
         # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
         if self.partitions is not None:
             object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
+
+    @property
+    def driver_reads_data(self) -> bool:
+        # With Arrow expected the table has no delete file: what follows the data rewrite reads metadata only.
+        return not self.arrow_expected
 
     @property
     def output_spec_id(self) -> int | None:

@@ -74,6 +74,8 @@ JOB_APPLICATION = PACKAGE_DIR / "jobs" / "main.py"
 DEFAULT_LOCAL_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
 LOG_CONFIG_NAME = "log4j2.properties"
+#: The JIT's first tier only, for a driver that plans and commits but reads no data.
+QUICK_JIT = "-XX:TieredStopAtLevel=1"
 # Spark's start-up chatter at INFO buries the job's own lines in the task log.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = warn
@@ -494,8 +496,13 @@ class LakeSparkJobHook(BaseHook):
             "files": _joined(files, merged["files"]),
         }
 
-    def _process_env(self, target: SparkTarget, work_dir: Path) -> dict[str, str]:
-        """The spark-submit process's own environment: it stays on this machine."""
+    def _process_env(self, target: SparkTarget, work_dir: Path, *, driver_reads_data: bool = True) -> dict[str, str]:
+        """The spark-submit process's own environment: it stays on this machine.
+
+        A driver started here that reads no data (``Contract.driver_reads_data``) runs with the JIT's
+        first tier only: the second tier's compiler threads cost start-up time and CPU on a small
+        machine, and pay off only for long data work in the JVM.
+        """
         log_config = _write_private(
             work_dir / f"submit-{LOG_CONFIG_NAME}", _LOG4J2_PROPERTIES if target.driver_in_task else _LOG4J2_SUBMITTER)
         # A driver started here maps the class archive built for this Spark and Java (class_archive.py).
@@ -507,6 +514,7 @@ class LakeSparkJobHook(BaseHook):
             "SPARK_SUBMIT_OPTS": " ".join(filter(None, [
                 f"-Dlog4j.configurationFile=file:{log_config}",
                 class_archive.driver_java_options(archive) if archive else None,
+                QUICK_JIT if target.driver_in_task and not driver_reads_data else None,
                 os.environ.get("SPARK_SUBMIT_OPTS")])),
         }
         if target.driver_in_task:
@@ -543,7 +551,8 @@ class LakeSparkJobHook(BaseHook):
         spec = self.build_spec(job, args.to_json(), result_location, session_conf)
         spec_path = _write_private(work_dir / "spec.json", json.dumps(spec))
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
-        env = place_env_vars(target, self.settings.env_vars, self._process_env(target, work_dir))
+        env = place_env_vars(target, self.settings.env_vars,
+                             self._process_env(target, work_dir, driver_reads_data=args.driver_reads_data))
         hook = _SparkSubmitHook(
             connection=self.spark_connection,
             conf={**launch_conf, **env.conf},

@@ -152,12 +152,13 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
             rewriter=self.rewriter,
         ).validate()
         args.check_columns([f.name for f in table.schema().fields])
-        if args.rewriter == "arrow":
-            reason = arrow_ineligibility_of(table, args)
-            if reason is not None:
-                raise LakeConfigError(f"rewriter='arrow' cannot rewrite {self.dotted}: {reason}. Use rewriter='auto', "
-                                      "which takes Iceberg's Spark rewriter for such tables.")
-        return args
+        if args.rewriter == "iceberg":
+            return args
+        reason = arrow_ineligibility_of(table, args)
+        if reason is not None and args.rewriter == "arrow":
+            raise LakeConfigError(f"rewriter='arrow' cannot rewrite {self.dotted}: {reason}. Use rewriter='auto', "
+                                  "which takes Iceberg's Spark rewriter for such tables.")
+        return dataclasses.replace(args, arrow_expected=reason is None)
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[RewriteJobArgs, RewriteResult]:
         """The plan checked against the table, the job's arguments, and the outcome when no job is
