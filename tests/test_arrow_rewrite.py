@@ -4,7 +4,7 @@ Iceberg's and says why, and nothing Arrow wrote is left behind.
 
 Both rewriters run as the rewrite job (``jobs.rewrite.run``) on the shared in-process Spark
 session, each on its own copy of one table (two catalog entries on the same metadata file).
-The DAG-level proof is tests/test_table_kinds.py (the default chain, ``rewriter='auto'``, on every
+Both Spark tracks run it. The DAG-level proof is tests/test_table_kinds.py (the default chain, ``rewriter='auto'``, on every
 kind of table) and the conflict matrix (tests/test_concurrency_matrix.py) runs every race with both.
 """
 
@@ -19,6 +19,8 @@ import pytest
 
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 from lake_checks import files_on_disk, live_files, spark_fingerprint, table_fingerprint
+
+pytestmark = pytest.mark.both_tracks  # Spark 3.5 clusters get the Arrow rewriter too
 
 #: Iceberg's per-file metrics, as its ``files`` table shows them (NaN counts aside: Arrow's footer has
 #: none, so Iceberg records none, which readers take as unknown).
