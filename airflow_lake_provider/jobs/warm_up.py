@@ -2,10 +2,10 @@
 
 It does, on a throwaway embedded lake, what the maintenance jobs do on a real one (small files
 written, rows deleted as position deletes and as deletion vectors, then data files and delete
-files rewritten (by Iceberg's Spark action and by the Arrow rewriter), manifests rewritten, snapshots expired, orphans listed, metadata tables read),
-so the JVM has loaded the classes a job needs by the time it exits and writes the archive
-(:mod:`airflow_lake_provider.class_archive`). The spec names the Spark configuration of a
-throwaway embedded lake; it never touches a lake of the user's.
+files rewritten (by Iceberg's Spark action and by the Arrow rewriter), manifests rewritten,
+snapshots expired, orphans listed, metadata tables read), so the JVM has loaded the classes a job
+needs by the time it exits and writes the archive (:mod:`airflow_lake_provider.class_archive`). The
+spec names the Spark configuration of a throwaway embedded lake; it never touches a lake of the user's.
 """
 
 from __future__ import annotations
@@ -53,8 +53,9 @@ def main(argv: list[str]) -> int:
         spark.sql(f"CREATE TABLE {catalog}.warm.appended (id BIGINT, day DATE, name STRING) USING iceberg "
                   "PARTITIONED BY (day)")
         for batch in range(3):
-            spark.sql(f"INSERT INTO {catalog}.warm.appended SELECT id, date_add(DATE'2026-01-01', CAST(id % 2 AS INT)), "
-                      f"CAST(id AS STRING) FROM range({batch * 50}, {batch * 50 + 50})")
+            spark.sql(f"INSERT INTO {catalog}.warm.appended SELECT id, "
+                      f"date_add(DATE'2026-01-01', CAST(id % 2 AS INT)), CAST(id AS STRING) "
+                      f"FROM range({batch * 50}, {batch * 50 + 50})")
         arrow_rewrite.rewrite_once(spark, iceberg.load_table(spark, catalog, "warm.appended"),
                                    {"min-input-files": "2"}, {}, None)
         return 0
