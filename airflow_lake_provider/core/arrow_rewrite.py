@@ -79,7 +79,8 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
         return f"options {unknown} are for Iceberg's Spark rewriter"
     for field in schema.get("fields", []):
         if not arrow_type_supported(field.get("type")):
-            return f"column {field.get('name')!r} has type {field.get('type')}, which Arrow does not rewrite here"
+            kind = field["type"]["type"] if isinstance(field.get("type"), dict) else field.get("type")
+            return f"column {field.get('name')!r} has type {kind}, which Arrow does not rewrite here"
     return None
 
 
