@@ -150,7 +150,8 @@ def _split_offsets(metadata) -> list[int]:
 
 
 class _GroupWriter:
-    """Writes one file group's new files; ``abort`` deletes whatever it wrote."""
+    """Writes one file group's new files and sets them as the group's output, their metrics read
+    back by Iceberg; ``abort`` deletes whatever it wrote."""
 
     def __init__(self, spark, jtable, group, schema, properties: dict[str, str], pool):
         self.spark, self.jtable, self.group, self.schema, self.pool = spark, jtable, group, schema, pool
@@ -217,6 +218,8 @@ class _GroupWriter:
             if writer is not None:
                 flush()
                 writer.close()
+            # Read back here, in the group's thread, while other groups still write.
+            self.group.setOutputFiles(self.data_files())
         except BaseException:
             if writer is not None:
                 writer.close()
@@ -313,13 +316,6 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
             for writer in writers:
                 writer.abort()
             raise failure
-    try:
-        for writer in writers:
-            writer.group.setOutputFiles(writer.data_files())
-    except Exception:
-        for writer in writers:
-            writer.abort()
-        raise
     manager = commit_manager(spark, jtable, start.snapshotId(),
                              options.get("use-starting-sequence-number", "false").lower() == "true", props)
 
