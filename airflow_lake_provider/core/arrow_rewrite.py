@@ -4,9 +4,9 @@ The Arrow rewriter (``jobs/arrow_rewrite.py``) keeps Iceberg's planner and Icebe
 replaces only the part between them: reading the small files and writing the new ones. It is
 taken only where the files it writes are provably what Iceberg's Spark writer would have
 committed: the same rows (no delete file to apply, no row lineage to carry), the same columns by
-field ID, files of the current partition spec only, no sort order, and a codec both writers share. Everything else goes
-to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility` says why, in words a user
-sees in the task's log and result.
+field ID, files of the current partition spec only, no sort order, and a codec both writers
+share. Everything else goes to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility`
+says why, in words a user sees in the task's log and result.
 """
 
 from __future__ import annotations
@@ -82,6 +82,12 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
             kind = field["type"]["type"] if isinstance(field.get("type"), dict) else field.get("type")
             return f"column {field.get('name')!r} has type {kind}, which Arrow does not rewrite here"
     return None
+
+
+def arrow_refusal(table: str, reason: str) -> str:
+    """What ``rewriter='arrow'`` says when it cannot rewrite ``table``, and the way out."""
+    return (f"rewriter='arrow' cannot rewrite {table}: {reason}. Use rewriter='auto', which takes Iceberg's "
+            "Spark rewriter for such tables.")
 
 
 def parquet_codec(properties: Mapping[str, str]) -> tuple[str, int | None] | None:

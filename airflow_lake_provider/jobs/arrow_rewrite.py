@@ -12,8 +12,8 @@ the table's codec with the field IDs, Iceberg reads the new files' metrics back
 starting snapshot, with the job's snapshot properties and sequence-number choice.
 
 Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
-the Spark action): no delete files, format v1/v2, one spec, no sort order, flat columns of common
-types, a local file system. A file without field IDs, found while reading, turns the whole
+the Spark action): no delete files, format v1/v2, files of the current spec, no sort order, flat
+columns of common types, a local file system. A file without field IDs, found while reading, turns the whole
 attempt back to the Spark action with every file this attempt wrote deleted.
 
 The Parquet work runs in the driver on a thread pool (Arrow releases the GIL): a group's files are
@@ -47,14 +47,8 @@ READ_AHEAD = 16
 
 
 class NotArrowRewritable(Exception):
-    """A file the rewrite would read cannot be read by field ID (written without Iceberg's field IDs)."""
-
-
-def _java_map(spark, values: dict[str, str]):
-    mapping = spark.sparkContext._jvm.java.util.HashMap()
-    for key, value in values.items():
-        mapping.put(key, str(value))
-    return mapping
+    """A file the rewrite would read is one Arrow cannot rewrite: without Iceberg's field IDs, with
+    deletes to apply, or of an older partition spec."""
 
 
 def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str | None:
@@ -266,7 +260,7 @@ def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequen
     """Iceberg's ``RewriteDataFilesCommitManager``, the commit the Spark action makes: a ``RewriteFiles``
     validated from the starting snapshot (no new deletes for the replaced files), with ``props``."""
     return spark.sparkContext._jvm.org.apache.iceberg.actions.RewriteDataFilesCommitManager(
-        jtable, starting_snapshot_id, use_starting_sequence_number, _java_map(spark, props))
+        jtable, starting_snapshot_id, use_starting_sequence_number, iceberg.java_map(spark, props))
 
 
 def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], expression) -> dict[str, Any]:
@@ -278,19 +272,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
                                "groups": [], "failed_groups": [], "removed_delete_files": 0}
     if start is None:
         return outcome
-    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
-        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
-        start.snapshotId(), True)
-    valid = {str(k) for k in planner.validOptions()}
-    planner.init(_java_map(spark, {k: v for k, v in options.items() if k in valid}))
-    planned = planner.plan().groups()
-    groups = []
-    try:
-        iterator = planned.iterator()
-        while iterator.hasNext():
-            groups.append(iterator.next())
-    finally:
-        planned.close()
+    groups = iceberg.bin_pack_groups(spark, jtable, expression, start.snapshotId(), options)
     if not groups:
         return outcome
     schema = _arrow_schema(json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))))

@@ -96,6 +96,35 @@ def strings(spark, java_strings) -> list[str]:
     return joined.split("\u0000") if joined else []
 
 
+def java_map(spark, values: dict[str, str]):
+    """A Java ``HashMap`` of ``values`` (as strings), for Iceberg's options and snapshot properties."""
+    mapping = spark.sparkContext._jvm.java.util.HashMap()
+    for key, value in values.items():
+        mapping.put(key, str(value))
+    return mapping
+
+
+def bin_pack_groups(spark, jtable, expression, start_snapshot_id: int, options: dict[str, str]) -> list[Any]:
+    """The file groups Iceberg's ``BinPackRewriteFilePlanner`` makes from ``start_snapshot_id`` with
+    ``options`` (those it takes; the others are left out): the groups the Spark action rewrites."""
+    jvm = spark.sparkContext._jvm
+    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
+        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
+        start_snapshot_id, True,
+    )
+    valid = {str(k) for k in planner.validOptions()}
+    planner.init(java_map(spark, {k: v for k, v in options.items() if k in valid}))
+    groups = []
+    planned = planner.plan().groups()
+    try:
+        iterator = planned.iterator()
+        while iterator.hasNext():
+            groups.append(iterator.next())
+    finally:
+        planned.close()
+    return groups
+
+
 def java_string_array(spark, values: list[str]):
     gateway = spark.sparkContext._gateway
     array = gateway.new_array(gateway.jvm.java.lang.String, len(values))

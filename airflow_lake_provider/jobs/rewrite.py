@@ -28,6 +28,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
+from airflow_lake_provider.core.arrow_rewrite import arrow_refusal
 from airflow_lake_provider.core.contracts import (
     PlannedPartition,
     RewriteJobArgs,
@@ -151,32 +152,12 @@ def _backed_groups(spark, jtable, groups: list[dict[str, Any]], commits) -> tupl
     return backed, dropped
 
 
-def _java_map(spark, values: dict[str, str]):
-    mapping = spark.sparkContext._jvm.java.util.HashMap()
-    for key, value in values.items():
-        mapping.put(key, value)
-    return mapping
-
-
 def _planned_files_by_partition(spark, jtable, start: int, expression, options: dict[str, str]) -> dict[str, int]:
     """Data files Iceberg's planner selects from ``start``: what the rewrite is expected to commit."""
-    jvm = spark.sparkContext._jvm
-    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
-        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
-        start, True,
-    )
-    valid = {str(k) for k in planner.validOptions()}
-    planner.init(_java_map(spark, {k: v for k, v in options.items() if k in valid}))
     counts: dict[str, int] = {}
-    groups = planner.plan().groups()
-    try:
-        iterator = groups.iterator()
-        while iterator.hasNext():
-            group = iterator.next()
-            key = _group_path(spark, jtable, group.info())
-            counts[key] = counts.get(key, 0) + int(group.inputFileNum())
-    finally:
-        groups.close()
+    for group in iceberg.bin_pack_groups(spark, jtable, expression, start, options):
+        key = _group_path(spark, jtable, group.info())
+        counts[key] = counts.get(key, 0) + int(group.inputFileNum())
     return counts
 
 
@@ -203,8 +184,7 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
         except arrow_rewrite.NotArrowRewritable as unreadable:
             reason = str(unreadable)
         if args.rewriter == "arrow":
-            raise ValueError(f"rewriter='arrow' cannot rewrite {args.table}: {reason}. Use rewriter='auto', "
-                             "which takes Iceberg's Spark rewriter for such tables.")
+            raise ValueError(arrow_refusal(args.table, reason))
         chosen.update(rewriter="iceberg", note=reason)
         print(f"rewrite: {args.table} goes to Iceberg's Spark rewriter: {reason}", flush=True)
     start = jtable.currentSnapshot()

@@ -6,7 +6,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any, ClassVar
 
-from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility
+from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility, arrow_refusal
 from airflow_lake_provider.core.coercion import whole_number
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
@@ -156,8 +156,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
             return args
         reason = arrow_ineligibility_of(table, args)
         if reason is not None and args.rewriter == "arrow":
-            raise LakeConfigError(f"rewriter='arrow' cannot rewrite {self.dotted}: {reason}. Use rewriter='auto', "
-                                  "which takes Iceberg's Spark rewriter for such tables.")
+            raise LakeConfigError(arrow_refusal(self.dotted, reason))
         return dataclasses.replace(args, arrow_expected=reason is None)
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[RewriteJobArgs, RewriteResult]:
