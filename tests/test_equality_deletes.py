@@ -13,7 +13,7 @@ import pytest
 
 from demo_data import _batch, create_events_table
 from airflow_lake_provider.jobs import plan as plan_job
-from airflow_lake_provider.jobs.rewrite import _java_map
+from airflow_lake_provider.jobs.iceberg import java_map
 from airflow_lake_provider.core.planning import RewriteOptions, plan_table
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from equality_deletes import commit_equality_deletes
@@ -42,7 +42,7 @@ def _groups_of_iceberg_plan(spark, name: str, snapshot_id: int, options: Rewrite
     jtable = jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"lake.{name}")
     planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
         jtable, jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(), snapshot_id, True)
-    planner.init(_java_map(spark, options.to_iceberg_options()))
+    planner.init(java_map(spark, options.to_iceberg_options()))
     groups = planner.plan().groups()
     found = []
     try:
