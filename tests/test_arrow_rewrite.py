@@ -18,7 +18,7 @@ import pyarrow.parquet as pq
 import pytest
 
 from airflow_lake_provider.jobs import rewrite as rewrite_job
-from lake_checks import files_on_disk, live_files, spark_fingerprint, table_fingerprint
+from lake_checks import FakeTaskInstance, files_on_disk, live_files, spark_fingerprint, table_fingerprint
 
 pytestmark = pytest.mark.both_tracks  # Spark 3.5 clusters get the Arrow rewriter too
 
@@ -120,25 +120,58 @@ def test_auto_takes_icebergs_rewriter_where_arrow_cannot_and_leaves_nothing_behi
     assert result["rewriter"] == "iceberg" and "delete files" in result["rewriter_note"]
     assert spark_fingerprint(spark, deleted) == rows and result["rewritten_data_files"] == 3
 
-    # Files added without Iceberg's field IDs (a migrated table): found while reading; what Arrow had
-    # written is deleted, and Iceberg's rewriter (which reads them by name mapping) does the work.
-    added = f"{namespace}.added"
-    table = lake_hook.catalog.create_table(added, schema=pa.schema([("id", pa.int64()), ("label", pa.string())]))
+    # Files added without Iceberg's field IDs (a migrated table): found while reading.
+    added = _with_files_without_field_ids(lake_hook, f"{namespace}.added")
+    with pytest.raises(ValueError, match=r"rewriter='arrow' cannot rewrite .*without an Iceberg field ID"):
+        rewrite_job.run(spark, "lake", {"table": added, "options": {"min-input-files": "2"}, "rewriter": "arrow"})
+
+
+def _with_files_without_field_ids(lake_hook, name: str, *, files: int = 3) -> str:
+    """``name``, created if missing, with ``files`` Parquet files added without Iceberg's field IDs."""
+    if not lake_hook.catalog.table_exists(name):
+        lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("label", pa.string())]))
+    table = lake_hook.load_table(name)
     location = Path(urlsplit(table.location()).path) / "imported"
-    location.mkdir(parents=True)
+    location.mkdir(parents=True, exist_ok=True)
     paths = []
-    for i in range(3):
+    for i in range(files):
         path = location / f"part-{i}.parquet"
         pq.write_table(pa.table({"id": [i, i + 10], "label": [f"a{i}", None]}), path)
         paths.append(f"file:{path}")
     table.add_files(paths)
-    rows = spark_fingerprint(spark, added)
-    with pytest.raises(ValueError, match=r"rewriter='arrow' cannot rewrite .*without an Iceberg field ID"):
-        rewrite_job.run(spark, "lake", {"table": added, "options": {"min-input-files": "2"}, "rewriter": "arrow"})
-    result = rewrite_job.run(spark, "lake", {"table": added, "options": {"min-input-files": "2"}})
-    assert result["rewriter"] == "iceberg" and "without an Iceberg field ID" in result["rewriter_note"]
-    assert spark_fingerprint(spark, added) == rows and live_files(lake_hook.load_table(added))["DATA"] == 1
-    # On disk: the three imported files (still in older snapshots), the one new file, metadata; no file
-    # of the abandoned Arrow attempts.
-    data_on_disk = {p for p in files_on_disk(lake_hook.load_table(added)) if p.endswith(".parquet")}
-    assert len(data_on_disk) == 4, sorted(data_on_disk)
+    return name
+
+
+def test_the_rewrite_task_starts_spark_only_when_arrow_hands_the_work_over(lake_hook, namespace):
+    """The rewrite task as users run it (spark-submit, the operator's defaults). Where the worker expects
+    Arrow, the driver starts no SparkContext; when the job finds files Arrow cannot read by field ID,
+    it deletes what Arrow wrote, starts Spark there and then, and Iceberg's rewriter does the work."""
+    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+
+    name = f"{namespace}.handover"
+    table = lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("label", pa.string())]))
+    for i in range(3):
+        table.append(pa.table({"id": [i, i + 100], "label": [f"b{i}", None]}))
+
+    def rewrite(run: str) -> tuple[dict, str | None]:
+        task = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, options={"min-input-files": "2"})
+        result = task.execute({"ti": FakeTaskInstance(task_id="rewrite", run_id=run)})
+        return result, task._job_hook.application_id
+
+    rows = table_fingerprint(lake_hook.load_table(name))
+    result, application = rewrite("manual__1")
+    assert (result["rewriter"], result["rewritten_data_files"], application) == ("arrow", 3, None), result
+    assert table_fingerprint(lake_hook.load_table(name)) == rows and live_files(lake_hook.load_table(name))["DATA"] == 1
+
+    _with_files_without_field_ids(lake_hook, name)
+    rows = table_fingerprint(lake_hook.load_table(name))
+    result, application = rewrite("manual__2")
+    assert result["rewriter"] == "iceberg" and "without an Iceberg field ID" in result["rewriter_note"], result
+    assert application and application.startswith("local-"), application  # Spark started for the handover
+    table = lake_hook.load_table(name)
+    assert table_fingerprint(table) == rows and live_files(table)["DATA"] == 1
+    assert result["committed_snapshot_ids"] == [table.current_snapshot().snapshot_id]
+    # On disk: the three PyIceberg files and the first rewrite's file (older snapshots), the three imported
+    # files, the one new file; no file of the abandoned Arrow attempt.
+    data_on_disk = {p for p in files_on_disk(table) if p.endswith(".parquet")}
+    assert len(data_on_disk) == 8, sorted(data_on_disk)

@@ -257,20 +257,28 @@ def test_a_driver_in_the_task_maps_the_class_archive_and_a_cluster_driver_does_n
     assert "SharedArchiveFile" not in bare.environment()["SPARK_SUBMIT_OPTS"]
 
 
-def test_a_driver_that_reads_no_data_starts_with_the_first_jit_tier_only(tmp_path, lake_hook):
+def test_a_job_expecting_no_spark_work_defers_spark_and_starts_with_the_first_jit_tier_only(tmp_path, lake_hook):
     from airflow_lake_provider.core.contracts import RewriteJobArgs
-    from airflow_lake_provider.hooks.spark_job import QUICK_JIT
+    from airflow_lake_provider.hooks.spark_job import QUICK_JIT, SparkTarget
 
     job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection"))
 
-    def options(args, name: str) -> list[str]:
+    def prepared(args, name: str, target: SparkTarget | None = None) -> tuple[list[str], bool]:
         (tmp_path / name).mkdir()
-        return job.prepare(args, job.resolve_target(), tmp_path / name).environment()["SPARK_SUBMIT_OPTS"].split()
+        submission = job.prepare(args, target or job.resolve_target(), tmp_path / name)
+        spec = json.loads(submission.spec_path.read_text())
+        return submission.environment()["SPARK_SUBMIT_OPTS"].split(), spec["defer_spark_session"]
 
-    assert QUICK_JIT in options(RewriteJobArgs(table="db.t", arrow_expected=True), "arrow")
-    # Iceberg's Spark action reads and writes in the driver's JVM (local mode): both tiers.
-    assert QUICK_JIT not in options(RewriteJobArgs(table="db.t"), "iceberg")
-    assert QUICK_JIT not in options(SqlJobArgs(statements=["SELECT 1"]), "sql")
+    arrow = RewriteJobArgs(table="db.t", arrow_expected=True)
+    options, deferred = prepared(arrow, "arrow")
+    assert QUICK_JIT in options and deferred
+    # Iceberg's Spark action reads and writes in the driver's JVM (local mode): both tiers, Spark at once.
+    for args, name in ((RewriteJobArgs(table="db.t"), "iceberg"), (SqlJobArgs(statements=["SELECT 1"]), "sql")):
+        options, deferred = prepared(args, name)
+        assert QUICK_JIT not in options and not deferred, name
+    # A driver on the cluster starts Spark at once: YARN fails an application that starts no SparkContext.
+    options, deferred = prepared(arrow, "yarn-cluster", SparkTarget(master="yarn", deploy_mode="cluster"))
+    assert QUICK_JIT not in options and not deferred
 
 
 def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monkeypatch, tmp_path):

@@ -40,10 +40,11 @@ class Contract:
         __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
     @property
-    def driver_reads_data(self) -> bool:
-        """Whether the job's driver JVM is expected to read and write data files (in local mode its
-        executors are threads of that JVM). A driver that only plans and commits starts with the
-        JIT's first tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
+    def expects_spark_work(self) -> bool:
+        """Whether the job is expected to run Spark work (read and write data through Spark). One that
+        only plans and commits through Iceberg's Java API, started by the task (client mode), starts
+        its SparkSession only if it falls back to Spark work, and its driver JVM with the JIT's first
+        tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
         return True
 
     def to_json(self) -> dict[str, Any]:
@@ -357,7 +358,7 @@ class RewriteJobArgs(CommitRetry):
     #: (Arrow where the result is provably the same, else Iceberg's Spark action), ``iceberg`` or ``arrow``.
     rewriter: str = "auto"
     #: The worker's expectation that the Arrow rewriter will run (the job decides again): then the
-    #: driver JVM only plans and commits (:attr:`driver_reads_data`).
+    #: driver JVM only plans and commits (:attr:`expects_spark_work`).
     arrow_expected: bool = False
 
     def __post_init__(self) -> None:
@@ -366,7 +367,7 @@ class RewriteJobArgs(CommitRetry):
             object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
 
     @property
-    def driver_reads_data(self) -> bool:
+    def expects_spark_work(self) -> bool:
         # With Arrow expected the table has no delete file: what follows the data rewrite reads metadata only.
         return not self.arrow_expected
 

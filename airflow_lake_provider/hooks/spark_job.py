@@ -496,10 +496,10 @@ class LakeSparkJobHook(BaseHook):
             "files": _joined(files, merged["files"]),
         }
 
-    def _process_env(self, target: SparkTarget, work_dir: Path, *, driver_reads_data: bool = True) -> dict[str, str]:
+    def _process_env(self, target: SparkTarget, work_dir: Path, *, spark_work: bool = True) -> dict[str, str]:
         """The spark-submit process's own environment: it stays on this machine.
 
-        A driver started here that reads no data (``Contract.driver_reads_data``) runs with the JIT's
+        A driver started here that runs no Spark work (``Contract.expects_spark_work``) runs with the JIT's
         first tier only: the second tier's compiler threads cost start-up time and CPU on a small
         machine, and pay off only for long data work in the JVM.
         """
@@ -514,7 +514,7 @@ class LakeSparkJobHook(BaseHook):
             "SPARK_SUBMIT_OPTS": " ".join(filter(None, [
                 f"-Dlog4j.configurationFile=file:{log_config}",
                 class_archive.driver_java_options(archive) if archive else None,
-                QUICK_JIT if target.driver_in_task and not driver_reads_data else None,
+                QUICK_JIT if target.driver_in_task and not spark_work else None,
                 os.environ.get("SPARK_SUBMIT_OPTS")])),
         }
         if target.driver_in_task:
@@ -526,7 +526,8 @@ class LakeSparkJobHook(BaseHook):
         return env
 
     def build_spec(
-        self, job: str, args: dict[str, Any], result_location: str, session_conf: dict[str, str]
+        self, job: str, args: dict[str, Any], result_location: str, session_conf: dict[str, str], *,
+        defer_spark_session: bool = False,
     ) -> dict[str, Any]:
         return {
             "job": job,
@@ -535,6 +536,8 @@ class LakeSparkJobHook(BaseHook):
             "result_location": result_location,
             "session_conf": session_conf,
             "app_name": f"lake-{job}",
+            # jobs/session.py's DeferredSparkSession: Spark starts only if the job uses it.
+            "defer_spark_session": defer_spark_session,
         }
 
     def _result_location(self, job: str, work_dir: Path) -> str:
@@ -548,11 +551,13 @@ class LakeSparkJobHook(BaseHook):
         job = job_for(args).name
         result_location = self._result_location(job, work_dir)
         launch_conf, session_conf = self._split_conf(target, work_dir)
-        spec = self.build_spec(job, args.to_json(), result_location, session_conf)
+        # Not in cluster mode: YARN fails an application whose driver starts no SparkContext.
+        spec = self.build_spec(job, args.to_json(), result_location, session_conf,
+                               defer_spark_session=target.driver_in_task and not args.expects_spark_work)
         spec_path = _write_private(work_dir / "spec.json", json.dumps(spec))
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
         env = place_env_vars(target, self.settings.env_vars,
-                             self._process_env(target, work_dir, driver_reads_data=args.driver_reads_data))
+                             self._process_env(target, work_dir, spark_work=args.expects_spark_work))
         hook = _SparkSubmitHook(
             connection=self.spark_connection,
             conf={**launch_conf, **env.conf},

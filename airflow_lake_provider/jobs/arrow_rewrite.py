@@ -57,7 +57,7 @@ def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str 
         import pyarrow.parquet  # noqa: F401 - the driver's Python must have it
     except ImportError:
         return "pyarrow is not installed in the Spark driver's Python"
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     snapshot = jtable.currentSnapshot()
     return arrow_ineligibility(
         strategy=strategy,
@@ -158,7 +158,7 @@ class _GroupWriter:
         """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), refused
         when one has deletes to apply or belongs to an older partition spec (its rows may belong to
         several partitions of the current one: Iceberg's writer splits them, this one does not)."""
-        responses = self.spark.sparkContext._jvm.org.apache.iceberg.rest.responses
+        responses = self.spark._jvm.org.apache.iceberg.rest.responses
         response = (responses.FetchScanTasksResponse.builder(self.jtable.specs())
                     .withFileScanTasks(self.group.fileScanTasks()).build())
         document = json.loads(str(responses.FetchScanTasksResponseParser.toJson(response)))
@@ -224,7 +224,7 @@ class _GroupWriter:
         """The new files as Iceberg ``DataFile``s, their metrics read back by Iceberg."""
         import pyarrow.parquet as pq
 
-        jvm, gateway = self.spark.sparkContext._jvm, self.spark.sparkContext._gateway
+        jvm, gateway = self.spark._jvm, iceberg.gateway()
         metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(self.jtable)
         files = jvm.java.util.HashSet()
         for location in self.written:
@@ -259,14 +259,14 @@ def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequen
                    props: dict[str, str]):
     """Iceberg's ``RewriteDataFilesCommitManager``, the commit the Spark action makes: a ``RewriteFiles``
     validated from the starting snapshot (no new deletes for the replaced files), with ``props``."""
-    return spark.sparkContext._jvm.org.apache.iceberg.actions.RewriteDataFilesCommitManager(
+    return spark._jvm.org.apache.iceberg.actions.RewriteDataFilesCommitManager(
         jtable, starting_snapshot_id, use_starting_sequence_number, iceberg.java_map(spark, props))
 
 
 def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], expression) -> dict[str, Any]:
     """One attempt, planned from the table state ``jtable`` holds: the outcome ``jobs/rewrite.py`` reports
     (``groups``, ``failed_groups``, ``removed_delete_files``, ``starting_snapshot_id``)."""
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     start = jtable.currentSnapshot()
     outcome: dict[str, Any] = {"starting_snapshot_id": int(start.snapshotId()) if start is not None else None,
                                "groups": [], "failed_groups": [], "removed_delete_files": 0}

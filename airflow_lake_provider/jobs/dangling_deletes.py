@@ -126,7 +126,7 @@ def find(spark, catalog: str, table_name: str, jtable, snapshot) -> Dangling:
         return found
     wanted = {(r["d_path"], r["d_offset"]): int(r["d_content"]) for r in dangling}
     paths, manifests = {path for path, _ in wanted}, {r["manifest"] for r in dangling}
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     io, specs = jtable.io(), jtable.specs()
     for manifest in snapshot.deleteManifests(io):
         if str(manifest.path()) not in manifests:
@@ -181,7 +181,7 @@ def drop(spark, catalog: str, table_name: str, jtable, properties: dict[str, str
         return report, f"the table moved on from snapshot {found.snapshot_id} while its dangling deletes were found"
     rewrite.commit()
     committed = _committed_snapshot(jtable, found.snapshot_id, properties)
-    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    util = spark._jvm.org.apache.iceberg.util.SnapshotUtil
     if committed is None or not util.isAncestorOf(jtable, committed, found.snapshot_id):
         raise DanglingDeleteRace(
             f"The removal of {len(found.files)} dangling delete files of {table_name} was planned on snapshot "

@@ -10,16 +10,32 @@ from __future__ import annotations
 from typing import Any
 
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
+from airflow_lake_provider.jobs.session import DeferredSparkSession
 
 
 def load_table(spark, catalog: str, table: str):
-    """The Java ``org.apache.iceberg.Table`` for ``catalog.table``, freshly loaded."""
-    jvm = spark.sparkContext._jvm
+    """The Java ``org.apache.iceberg.Table`` for ``catalog.table``, freshly loaded.
+
+    Through Iceberg's own catalog while a :class:`~airflow_lake_provider.jobs.session.DeferredSparkSession`
+    is not started (so loading a table does not start Spark), else through Spark's catalog.
+    """
+    jvm = spark._jvm
+    if isinstance(spark, DeferredSparkSession) and not spark.started:
+        java_catalog = spark.iceberg_catalog(catalog)
+        if java_catalog is not None:
+            return java_catalog.loadTable(jvm.org.apache.iceberg.catalog.TableIdentifier.parse(table))
     return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"{catalog}.{table}")
 
 
+def gateway():
+    """The py4j gateway to the driver's JVM (there before, and without, a SparkContext)."""
+    from pyspark import SparkContext
+
+    return SparkContext._gateway
+
+
 def actions(spark):
-    return spark.sparkContext._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
 
 
 def current_snapshot_id(jtable) -> int | None:
@@ -37,7 +53,7 @@ def table_digest(spark, jtable) -> TableDigest:
     """
     jtable.refresh()
     metadata = jtable.operations().current()
-    as_json = spark.sparkContext._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata)
+    as_json = spark._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata)
     return read_table_digest(str(as_json), metadata_location=metadata.metadataFileLocation())
 
 
@@ -46,7 +62,7 @@ def is_ancestor(spark, jtable, snapshot_id: int) -> bool:
     current = current_snapshot_id(jtable)
     if current is None:
         return False
-    util = spark.sparkContext._jvm.org.apache.iceberg.util.SnapshotUtil
+    util = spark._jvm.org.apache.iceberg.util.SnapshotUtil
     return bool(util.isAncestorOf(jtable, current, snapshot_id))
 
 
@@ -80,7 +96,7 @@ def rewrite_group_namer(spark, jtable):
     current = int(spec.specId())
     if spec.isUnpartitioned():
         return lambda spec_id, partition: ""
-    empty = spark.sparkContext._jvm.org.apache.iceberg.data.GenericRecord.create(spec.partitionType())
+    empty = spark._jvm.org.apache.iceberg.data.GenericRecord.create(spec.partitionType())
     all_null = str(spec.partitionToPath(empty))
 
     def name(spec_id: int, partition) -> str:
@@ -92,13 +108,13 @@ def rewrite_group_namer(spark, jtable):
 def strings(spark, java_strings) -> list[str]:
     """A Java ``Iterable`` of strings as a Python list, in two round trips (iterating it over py4j
     costs two per element): joined in the JVM on a character no path holds, split here."""
-    joined = str(spark.sparkContext._jvm.java.lang.String.join("\u0000", java_strings))
+    joined = str(spark._jvm.java.lang.String.join("\u0000", java_strings))
     return joined.split("\u0000") if joined else []
 
 
 def java_map(spark, values: dict[str, str]):
     """A Java ``HashMap`` of ``values`` (as strings), for Iceberg's options and snapshot properties."""
-    mapping = spark.sparkContext._jvm.java.util.HashMap()
+    mapping = spark._jvm.java.util.HashMap()
     for key, value in values.items():
         mapping.put(key, str(value))
     return mapping
@@ -107,7 +123,7 @@ def java_map(spark, values: dict[str, str]):
 def bin_pack_groups(spark, jtable, expression, start_snapshot_id: int, options: dict[str, str]) -> list[Any]:
     """The file groups Iceberg's ``BinPackRewriteFilePlanner`` makes from ``start_snapshot_id`` with
     ``options`` (those it takes; the others are left out): the groups the Spark action rewrites."""
-    jvm = spark.sparkContext._jvm
+    jvm = spark._jvm
     planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
         jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
         start_snapshot_id, True,

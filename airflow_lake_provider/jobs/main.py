@@ -18,6 +18,17 @@ def _load_spec(path: str) -> dict:
         return json.load(handle)
 
 
+def _spark_application(spark) -> dict:
+    """The application's id (the task links to it in Spark's history server) and the OpenLineage parent
+    the driver was given (Spark's OpenLineage listener links its run to it, the task's log shows the
+    link); none when the job never started Spark (``DeferredSparkSession``)."""
+    if not getattr(spark, "started", True):
+        return {"application_id": None, "lineage_parent": {}}
+    return {"application_id": spark.sparkContext.applicationId,
+            "lineage_parent": {key: value for key, value in spark.sparkContext.getConf().getAll()
+                               if key.startswith("spark.openlineage.parent")}}
+
+
 def main(argv: list[str]) -> int:
     # Imported here so a missing package is reported through the result file like any failure.
     from airflow_lake_provider.core.job_registry import job_named
@@ -26,22 +37,16 @@ def main(argv: list[str]) -> int:
         describe_failure,
         write_result,
     )
-    from airflow_lake_provider.jobs.session import build_session
+    from airflow_lake_provider.jobs.session import DeferredSparkSession, build_session
 
     spec = _load_spec(argv[1])
     location = spec["result_location"]
     spark = None
     try:
         job = importlib.import_module(job_named(spec["job"]).module)
-        spark = build_session(spec)
+        spark = DeferredSparkSession(spec) if spec.get("defer_spark_session") else build_session(spec)
         result = job.run(spark, spec["catalog"], spec.get("args") or {})
-        # The application id lets the task link to this application in Spark's history server.
-        # The OpenLineage parent the driver was given (Spark's OpenLineage listener links its run
-        # to it): reported back so the task's log shows the link.
-        lineage_parent = {key: value for key, value in spark.sparkContext.getConf().getAll()
-                          if key.startswith("spark.openlineage.parent")}
-        write_result(location, {"status": "success", "result": result, "lineage_parent": lineage_parent,
-                                "application_id": spark.sparkContext.applicationId}, spark)
+        write_result(location, {"status": "success", "result": result, **_spark_application(spark)}, spark)
         return 0
     except BaseException as error:  # noqa: BLE001 - every failure must reach the caller
         failure = describe_failure(error)

@@ -68,7 +68,7 @@ class RewriteConflict(CommitConflict):
 
 def _partition_expression(spark, jtable, partitions: Sequence[PlannedPartition]):
     """OR over planned partitions of AND over their fields: ``term(field) == value``."""
-    exprs = spark.sparkContext._jvm.org.apache.iceberg.expressions.Expressions
+    exprs = spark._jvm.org.apache.iceberg.expressions.Expressions
     schema = jtable.schema()
     any_partition = exprs.alwaysFalse()
     for item in partitions:
@@ -101,8 +101,8 @@ def _sort_order(spark, jtable, text: str | None):
     terms = parse_sort_order(text)
     if not terms:
         return None
-    builder = spark.sparkContext._jvm.org.apache.iceberg.SortOrder.builderFor(jtable.schema())
-    null_order = spark.sparkContext._jvm.org.apache.iceberg.NullOrder
+    builder = spark._jvm.org.apache.iceberg.SortOrder.builderFor(jtable.schema())
+    null_order = spark._jvm.org.apache.iceberg.NullOrder
     for column, direction, nulls in terms:
         order = null_order.NULLS_FIRST if nulls == "FIRST" else null_order.NULLS_LAST
         builder = builder.asc(column, order) if direction == "ASC" else builder.desc(column, order)
@@ -265,7 +265,7 @@ def _refuse_unsafe_dangling_delete_removal(spark, jtable, options: dict[str, str
     driver: only the runtime on the class path knows its version (a cluster's image may bring its own)."""
     if str(options.get("remove-dangling-deletes", "false")).strip().lower() != "true":
         return
-    version = str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
+    version = str(spark._jvm.org.apache.iceberg.IcebergBuild.version())
     if not dangling_delete_removal_unsafe(version):
         return
     snapshot = jtable.currentSnapshot()
@@ -338,11 +338,16 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     position_deletes: dict[str, Any] | None = None
     if args.rewrite_position_deletes:
         scope = "planned partitions" if expression is not None else "whole table"
-        version = str(spark.sparkContext._jvm.org.apache.iceberg.IcebergBuild.version())
-        schema = json.loads(str(spark.sparkContext._jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema())))
+        version = str(spark._jvm.org.apache.iceberg.IcebergBuild.version())
+        schema = json.loads(str(spark._jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema())))
         skipped = position_delete_rewrite_blocked(version, schema)
 
         def rewrite_position_deletes():
+            snapshot = jtable.currentSnapshot()
+            if snapshot is None or iceberg.summary(snapshot).get("total-delete-files") == "0":
+                # What Iceberg's action reports with nothing to rewrite, without starting Spark for it.
+                nothing = {"rewritten_delete_files": 0, "added_delete_files": 0, "rewritten_bytes": 0}
+                return nothing, "nothing to do", None
             pd_action = iceberg.with_properties(iceberg.actions(spark).rewritePositionDeletes(jtable), props)
             for key, value in args.position_delete_options.items():
                 pd_action = pd_action.option(str(key), str(value))
@@ -351,7 +356,10 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
                 # delete files as they are (rewrite-all alone would rewrite every one of them).
                 pd_action = pd_action.filter(expression)
             try:
-                return pd_action.execute(), "committed", None
+                done = pd_action.execute()
+                return {"rewritten_delete_files": int(done.rewrittenDeleteFilesCount()),
+                        "added_delete_files": int(done.addedDeleteFilesCount()),
+                        "rewritten_bytes": int(done.rewrittenBytesCount())}, "committed", None
             except Exception as failure:  # only Iceberg's list/map bug is excused
                 # A ValidationException, but no conflict: trying again would fail the same way.
                 reason = position_delete_rewrite_bug(version, conflict_reason(failure))
@@ -366,12 +374,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
                                 "rewritten_bytes": 0, "skipped": pd}
             print(f"rewrite: position deletes of {table_name} {pd}", flush=True)
         else:
-            position_deletes = {
-                "scope": scope,
-                "rewritten_delete_files": int(pd.rewrittenDeleteFilesCount()),
-                "added_delete_files": int(pd.addedDeleteFilesCount()),
-                "rewritten_bytes": int(pd.rewrittenBytesCount()),
-            }
+            position_deletes = {"scope": scope, **pd}
         removed_delete_files += position_deletes["rewritten_delete_files"] - position_deletes["added_delete_files"]
     manifests: dict[str, int] | None = None
     if args.rewrite_manifests:

@@ -79,3 +79,76 @@ def local_session(session_conf: dict[str, str], *, jars: list[str], warehouse_di
     spark = builder.getOrCreate()
     spark.sparkContext.setLogLevel("WARN")
     return spark
+
+
+#: Iceberg's Spark catalogs: their options build the same Iceberg catalog without Spark.
+_ICEBERG_SPARK_CATALOGS = ("org.apache.iceberg.spark.SparkCatalog", "org.apache.iceberg.spark.SparkSessionCatalog")
+
+
+class DeferredSparkSession:
+    """A job's SparkSession, started the first time the job uses Spark.
+
+    spark-submit starts the driver's JVM, with the catalog's jars on its class path, before this
+    application runs, so Iceberg's Java API is reachable through ``_jvm`` at once. A job that needs
+    nothing of Spark itself (the Arrow rewriter: Iceberg plans and commits, Arrow reads and writes)
+    then skips the SparkContext's start and stop, 2-3 s of a task on 2 cores. Any other attribute
+    starts the session (:func:`build_session`) and is the session's own: a job that falls back to
+    Spark work runs the same code either way. Only for a driver spark-submit started (client mode):
+    YARN's cluster mode fails an application that starts no SparkContext.
+    """
+
+    def __init__(self, spec: dict[str, Any]) -> None:
+        from pyspark import SparkContext
+
+        self._session = None  # first: __getattr__ reads it
+        self._catalogs: dict[str, Any] = {}
+        self._spec = spec
+        SparkContext._ensure_initialized()  # the gateway to this driver's JVM; no SparkContext
+        self._jvm: Any = SparkContext._jvm
+
+    @property
+    def started(self) -> bool:
+        return self._session is not None
+
+    def __getattr__(self, name: str) -> Any:
+        if name.startswith("__"):
+            raise AttributeError(name)
+        if self._session is None:
+            self._session = build_session(self._spec)
+        return getattr(self._session, name)
+
+    def iceberg_catalog(self, name: str):
+        """Catalog ``name`` as Iceberg's ``SparkCatalog`` builds it, without Spark; None when ``name`` is
+        not one of Iceberg's Spark catalogs (then only Spark knows it).
+
+        The same call on the same inputs: ``CatalogUtil.buildIcebergCatalog`` on the catalog's options,
+        with Spark's Hadoop configuration (``SparkHadoopUtil.get().newConfiguration``: ``spark.hadoop.*`` and
+        the rest) under the catalog's ``hadoop.*`` overrides, and the user as the ``user`` option.
+        """
+        if name in self._catalogs:
+            return self._catalogs[name]
+        jvm = self._jvm
+        conf = jvm.org.apache.spark.SparkConf()  # spark-submit's settings (the driver's system properties)
+        for key, value in (self._spec.get("session_conf") or {}).items():
+            conf.set(key, str(value))
+        catalog = None
+        if conf.get(f"spark.sql.catalog.{name}", "") in _ICEBERG_SPARK_CATALOGS:
+            options = jvm.java.util.HashMap()
+            for entry in conf.getAllWithPrefix(f"spark.sql.catalog.{name}."):
+                options.put(entry._1(), entry._2())
+            options.put("user", jvm.org.apache.spark.util.Utils.getCurrentUserName())
+            hadoop = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(conf)
+            for entry in conf.getAllWithPrefix(f"spark.sql.catalog.{name}.hadoop."):
+                hadoop.set(entry._1(), entry._2())
+            catalog = jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop)
+        self._catalogs[name] = catalog
+        return catalog
+
+    def stop(self) -> None:
+        """Close the catalogs built here, and stop the session if it was started."""
+        closeable = self._jvm.java.lang.Class.forName("java.io.Closeable")
+        for catalog in self._catalogs.values():
+            if catalog is not None and closeable.isInstance(catalog):
+                catalog.close()
+        if self._session is not None:
+            self._session.stop()

@@ -211,7 +211,11 @@ class LakeSparkOperator(BaseOperator):
         self._job_hook = LakeSparkJobHook(lake_hook=self.lake_hook, settings=self.spark_settings())
         with self._while_job_runs():
             result = self._job_hook.run(args)
-        self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
+        if self._job_hook.application_id:
+            self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
+        else:
+            self.log.info("The %s ran in the Spark driver through Iceberg's Java API, with no Spark application "
+                          "started.", args.what)
         parent = self._job_hook.lineage_parent
         if parent:
             self.log.info("Its OpenLineage parent: job %s/%s, run %s.",
