@@ -224,7 +224,7 @@ class _GroupWriter:
         """The new files as Iceberg ``DataFile``s, their metrics read back by Iceberg."""
         import pyarrow.parquet as pq
 
-        jvm, gateway = self.spark._jvm, iceberg.gateway()
+        jvm, gateway = self.spark._jvm, iceberg.gateway(self.spark)
         metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(self.jtable)
         files = jvm.java.util.HashSet()
         for location in self.written:

@@ -24,18 +24,19 @@ def load_table(spark, catalog: str, table: str):
         java_catalog = spark.iceberg_catalog(catalog)
         if java_catalog is not None:
             return java_catalog.loadTable(jvm.org.apache.iceberg.catalog.TableIdentifier.parse(table))
-    return jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(spark._jsparkSession, f"{catalog}.{table}")
+    session = spark._jsparkSession  # first, as in actions()
+    return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, f"{catalog}.{table}")
 
 
-def gateway():
-    """The py4j gateway to the driver's JVM (there before, and without, a SparkContext)."""
-    from pyspark import SparkContext
-
-    return SparkContext._gateway
+def gateway(spark):
+    """The py4j gateway to the driver's JVM: a :class:`DeferredSparkSession`'s own (Spark not started for it),
+    else the SparkContext's."""
+    return spark._gateway if isinstance(spark, DeferredSparkSession) else spark.sparkContext._gateway
 
 
 def actions(spark):
-    return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(spark._jsparkSession)
+    session = spark._jsparkSession  # first: a DeferredSparkSession starts Spark here, and its _jvm follows
+    return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(session)
 
 
 def current_snapshot_id(jtable) -> int | None:
