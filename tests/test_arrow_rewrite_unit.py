@@ -61,3 +61,12 @@ def test_files_are_split_into_outputs_of_about_equal_input_bytes():
     assert split_into_outputs([10, 10, 10, 10], 2) == [0, 0, 1, 1]
     assert split_into_outputs([30, 5, 5, 10, 10], 2) == [0, 1, 1, 1, 1]  # the first file is half the bytes
     assert split_into_outputs([], 3) == []
+
+
+def test_auto_leaves_a_clusters_compaction_to_its_executors():
+    from airflow_lake_provider.core.arrow_rewrite import cluster_reason
+
+    assert cluster_reason("local[*]") is None and cluster_reason("local[2]") is None
+    reason = cluster_reason("spark://127.0.0.1:7077")
+    assert reason is not None and "cluster (spark)" in reason and "127.0.0.1" not in reason
+    assert "cluster (yarn)" in cluster_reason("yarn") and "cluster (k8s)" in cluster_reason("k8s://https://api:443")

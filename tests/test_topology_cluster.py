@@ -70,6 +70,8 @@ def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, l
         assert app["id"].startswith("app-") and app["state"] == "FINISHED"
         assert app["cores"] == 1  # spark.cores.max from the connection reached spark-submit
     assert xcom["plan"]["engine"] == "spark"  # its planning ran Python on the cluster's executor
+    # auto leaves a cluster's compaction to its executors (the Arrow rewriter would work in the driver).
+    assert xcom["rewrite"]["rewriter"] == "iceberg" and "cluster (spark)" in xcom["rewrite"]["rewriter_note"]
     assert {w["state"] for w in spark_cluster.state()["workers"]} == {"ALIVE"}
 
     table = lake_hook.load_table(name)

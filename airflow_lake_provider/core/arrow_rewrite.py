@@ -84,6 +84,17 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     return None
 
 
+def cluster_reason(master: str) -> str | None:
+    """Why ``auto`` leaves a job submitted to a cluster to Iceberg's Spark action (``None`` on a local
+    master): the Arrow rewriter works in the driver, so it would take the compaction off the cluster's
+    executors onto the driver's machine (the Airflow worker in client mode). ``rewriter='arrow'`` still
+    does it there."""
+    if master.startswith("local"):
+        return None
+    return (f"the Spark master is a cluster ({master.split(':', 1)[0]}), whose executors do the work "
+            "(rewriter='arrow' would do it in the driver)")
+
+
 def arrow_refusal(table: str, reason: str) -> str:
     """What ``rewriter='arrow'`` says when it cannot rewrite ``table``, and the way out."""
     return (f"rewriter='arrow' cannot rewrite {table}: {reason}. Use rewriter='auto', which takes Iceberg's "

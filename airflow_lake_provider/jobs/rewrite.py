@@ -28,7 +28,7 @@ import uuid
 from collections.abc import Sequence
 from typing import Any
 
-from airflow_lake_provider.core.arrow_rewrite import arrow_refusal
+from airflow_lake_provider.core.arrow_rewrite import arrow_refusal, cluster_reason
 from airflow_lake_provider.core.contracts import (
     PlannedPartition,
     RewriteJobArgs,
@@ -43,6 +43,7 @@ from airflow_lake_provider.core.delete_files import (
 )
 from airflow_lake_provider.jobs import arrow_rewrite, dangling_deletes, iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, conflict_reason, retrying
+from airflow_lake_provider.jobs.session import spark_master
 
 _TRANSFORM = re.compile(r"^(bucket|truncate)\[(\d+)\]$")
 
@@ -178,7 +179,8 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
     options = {**SAFE_OPTION_DEFAULTS, **args.options}
     if chosen["rewriter"] == "arrow":
         try:
-            reason = arrow_rewrite.ineligibility(spark, jtable, args.strategy, options)
+            reason = (cluster_reason(spark_master(spark)) if args.rewriter == "auto" else None) \
+                or arrow_rewrite.ineligibility(spark, jtable, args.strategy, options)
             if reason is None:
                 return arrow_rewrite.rewrite_once(spark, jtable, options, props, expression)
         except arrow_rewrite.NotArrowRewritable as unreadable:

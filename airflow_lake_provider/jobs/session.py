@@ -179,3 +179,11 @@ class DeferredSparkSession:
             self._session.stop()
         if "PYSPARK_GATEWAY_PORT" in os.environ:  # this session's own connection
             self._gateway.close()
+
+
+def spark_master(spark) -> str:
+    """The master the application was submitted to, without starting a :class:`DeferredSparkSession`
+    (spark-submit's setting, among the driver's system properties)."""
+    if isinstance(spark, DeferredSparkSession) and not spark.started:
+        return str(spark._jvm.org.apache.spark.SparkConf().get("spark.master", "local[*]"))
+    return str(spark.sparkContext.master)
