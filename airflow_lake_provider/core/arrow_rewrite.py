@@ -15,6 +15,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from airflow_lake_provider.core.snapshots import counts_no_delete_files
+
 #: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
 #: Spark action; ``iceberg`` always Iceberg's Spark action; ``arrow`` refuses a table Arrow cannot rewrite.
 REWRITERS = ("auto", "iceberg", "arrow")
@@ -58,7 +60,7 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
         return f"strategy {strategy!r} sorts rows (Arrow only bin-packs)"
     if format_version >= 3:
         return f"format v{format_version} tables carry row lineage and deletion vectors"
-    if snapshot_summary is not None and snapshot_summary.get("total-delete-files") != "0":
+    if snapshot_summary is not None and not counts_no_delete_files(snapshot_summary):
         return "the table has delete files to apply (or its snapshot does not count them)"
     if str(options.get("output-spec-id", current_spec_id)) != str(current_spec_id):
         return "output-spec-id names another partition spec"

@@ -98,6 +98,12 @@ def summary_int(snapshot: Snapshot | None, key: str) -> int:
     return summary_total(snapshot.summary if snapshot is not None else None, key)
 
 
+def counts_no_delete_files(summary: Any) -> bool:
+    """Whether a snapshot's summary says it holds no delete file. A summary without the total (a writer
+    that keeps none) may hide some: only an explicit "0" counts."""
+    return summary is not None and summary.get("total-delete-files") == "0"
+
+
 def summary_total(summary: Any, key: str) -> int:
     """A count from a summary (a PyIceberg ``Summary`` or a plain mapping); 0 when absent."""
     return int((summary.get(key) if summary is not None else None) or 0)

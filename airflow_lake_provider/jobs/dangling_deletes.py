@@ -34,6 +34,7 @@ import time
 from dataclasses import dataclass, field
 from typing import Any
 
+from airflow_lake_provider.core.snapshots import counts_no_delete_files
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs import plan as plan_job
 
@@ -116,7 +117,7 @@ def find(spark, catalog: str, table_name: str, jtable, snapshot) -> Dangling:
     if snapshot is None:
         return Dangling(None)
     snapshot_id = int(snapshot.snapshotId())
-    if iceberg.summary(snapshot).get("total-delete-files") == "0":
+    if counts_no_delete_files(iceberg.summary(snapshot)):
         return Dangling(snapshot_id)
     rows = _delete_rows(spark, catalog, table_name, jtable, snapshot)
     # A delete file without a data sequence number (never expected in v2+) is never called dangling.

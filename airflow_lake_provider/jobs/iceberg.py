@@ -19,19 +19,20 @@ def load_table(spark, catalog: str, table: str):
     Through Iceberg's own catalog while a :class:`~airflow_lake_provider.jobs.session.DeferredSparkSession`
     is not started (so loading a table does not start Spark), else through Spark's catalog.
     """
-    jvm = spark._jvm
     if isinstance(spark, DeferredSparkSession) and not spark.started:
         java_catalog = spark.iceberg_catalog(catalog)
         if java_catalog is not None:
-            return java_catalog.loadTable(jvm.org.apache.iceberg.catalog.TableIdentifier.parse(table))
+            return java_catalog.loadTable(spark._jvm.org.apache.iceberg.catalog.TableIdentifier.parse(table))
     session = spark._jsparkSession  # first, as in actions()
     return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, f"{catalog}.{table}")
 
 
 def gateway(spark):
-    """The py4j gateway to the driver's JVM: a :class:`DeferredSparkSession`'s own (Spark not started for it),
-    else the SparkContext's."""
-    return spark._gateway if isinstance(spark, DeferredSparkSession) else spark.sparkContext._gateway
+    """The py4j gateway to the driver's JVM: a :class:`DeferredSparkSession`'s own while Spark is not started,
+    else the SparkContext's (as ``_jvm`` follows)."""
+    if isinstance(spark, DeferredSparkSession) and not spark.started:
+        return spark._gateway
+    return spark.sparkContext._gateway
 
 
 def actions(spark):
@@ -143,8 +144,8 @@ def bin_pack_groups(spark, jtable, expression, start_snapshot_id: int, options: 
 
 
 def java_string_array(spark, values: list[str]):
-    gateway = spark.sparkContext._gateway
-    array = gateway.new_array(gateway.jvm.java.lang.String, len(values))
+    py4j = gateway(spark)
+    array = py4j.new_array(py4j.jvm.java.lang.String, len(values))
     for index, value in enumerate(values):
         array[index] = value
     return array

@@ -51,6 +51,7 @@ from airflow_lake_provider.core.planning import (
     plan_document,
     plan_rewrite,
 )
+from airflow_lake_provider.core.snapshots import counts_no_delete_files
 from airflow_lake_provider.jobs import iceberg
 
 # Field id of the ``file_path`` column of position delete files (MetadataColumns.DELETE_FILE_PATH).
@@ -273,7 +274,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     inclusive, strict = (args.predicates.inclusive, args.predicates.strict) if args.predicates else (None, "true")
     rows = _file_rows(spark, catalog, table_name, snapshot_id, manifests, inclusive, metric_fields)
     data = rows.where(f"content = {_DATA}").selectExpr("*", f"({strict}) AS aligned")
-    if summary.get("total-delete-files", "1") != "0":  # the join costs a shuffle: skip it when there is nothing to join
+    if not counts_no_delete_files(summary):  # the join costs a shuffle: skip it when there is nothing to join
         deletes = _deletes_per_data_file(rows, metric_fields=metric_fields, global_spec_ids=global_spec_ids,
                                          with_equality=with_equality)
         data = data.join(deletes, "path", "left")

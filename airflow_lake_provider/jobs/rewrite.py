@@ -41,6 +41,7 @@ from airflow_lake_provider.core.delete_files import (
     position_delete_rewrite_blocked,
     position_delete_rewrite_bug,
 )
+from airflow_lake_provider.core.snapshots import counts_no_delete_files
 from airflow_lake_provider.jobs import arrow_rewrite, dangling_deletes, iceberg
 from airflow_lake_provider.jobs.commit_retry import CommitConflict, conflict_reason, retrying
 from airflow_lake_provider.jobs.session import spark_master
@@ -346,7 +347,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
 
         def rewrite_position_deletes():
             snapshot = jtable.currentSnapshot()
-            if snapshot is None or iceberg.summary(snapshot).get("total-delete-files") == "0":
+            if snapshot is None or counts_no_delete_files(iceberg.summary(snapshot)):
                 # What Iceberg's action reports with nothing to rewrite, without starting Spark for it.
                 nothing = {"rewritten_delete_files": 0, "added_delete_files": 0, "rewritten_bytes": 0}
                 return nothing, "nothing to do", None

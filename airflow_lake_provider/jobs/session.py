@@ -115,8 +115,8 @@ class DeferredSparkSession:
     nothing of Spark itself (the Arrow rewriter: Iceberg plans and commits, Arrow reads and writes)
     then skips PySpark's import and the SparkContext's start and stop, 3-4 s of a task on 2 cores.
     Any other attribute starts the session (:func:`build_session`) and is the session's own: a job
-    that falls back to Spark work runs the same code either way. Only for a driver spark-submit started (client mode):
-    YARN's cluster mode fails an application that starts no SparkContext.
+    that falls back to Spark work runs the same code either way. Only for a driver spark-submit
+    started (client mode): YARN's cluster mode fails an application that starts no SparkContext.
     """
 
     def __init__(self, spec: dict[str, Any]) -> None:
@@ -158,13 +158,16 @@ class DeferredSparkSession:
             conf.set(key, str(value))
         catalog = None
         if conf.get(f"spark.sql.catalog.{name}", "") in _ICEBERG_SPARK_CATALOGS:
+            prefix = f"spark.sql.catalog.{name}."
+            settings = {str(entry._1()): str(entry._2()) for entry in conf.getAllWithPrefix(prefix)}
             options = jvm.java.util.HashMap()
-            for entry in conf.getAllWithPrefix(f"spark.sql.catalog.{name}."):
-                options.put(entry._1(), entry._2())
+            for key, value in settings.items():
+                options.put(key, value)
             options.put("user", jvm.org.apache.spark.util.Utils.getCurrentUserName())
             hadoop = jvm.org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(conf)
-            for entry in conf.getAllWithPrefix(f"spark.sql.catalog.{name}.hadoop."):
-                hadoop.set(entry._1(), entry._2())
+            for key, value in settings.items():
+                if key.startswith("hadoop."):
+                    hadoop.set(key[len("hadoop."):], value)
             catalog = jvm.org.apache.iceberg.CatalogUtil.buildIcebergCatalog(name, options, hadoop)
         self._catalogs[name] = catalog
         return catalog
