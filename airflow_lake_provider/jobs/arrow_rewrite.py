@@ -57,21 +57,24 @@ def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str 
         import pyarrow.parquet  # noqa: F401 - the driver's Python must have it
     except ImportError:
         return "pyarrow is not installed in the Spark driver's Python"
-    jvm = spark._jvm
     snapshot = jtable.currentSnapshot()
     return arrow_ineligibility(
         strategy=strategy,
-        schema=json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))),
-        properties={str(k): str(v) for k, v in dict(jtable.properties()).items()},
+        schema=_schema_json(jtable),
+        properties=iceberg.string_map(jtable.properties()),
         format_version=int(jtable.operations().current().formatVersion()),
         current_spec_id=int(jtable.spec().specId()),
         sort_order_fields=int(jtable.sortOrder().fields().size()),
         snapshot_summary=iceberg.summary(snapshot) if snapshot is not None else None,
         location=str(jtable.location()),
         options=options,
-        planner_options=[str(o) for o in jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(jtable)
-                         .validOptions()],
+        planner_options=iceberg.strings(
+            iceberg.java_class(jtable, "org.apache.iceberg.actions.BinPackRewriteFilePlanner")(jtable).validOptions()),
     )
+
+
+def _schema_json(jtable) -> dict[str, Any]:
+    return json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
 
 
 def _arrow_schema(schema_json: dict[str, Any]):
@@ -149,6 +152,7 @@ class _GroupWriter:
 
     def __init__(self, spark, jtable, group, schema, properties: dict[str, str], pool):
         self.spark, self.jtable, self.group, self.schema, self.pool = spark, jtable, group, schema, pool
+        self.spec = jtable.spec()
         self.codec, self.level = parquet_codec(properties) or ("zstd", 3)
         self.row_group_bytes = row_group_bytes(properties)
         self.written: list[str] = []
@@ -158,14 +162,15 @@ class _GroupWriter:
         """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), refused
         when one has deletes to apply or belongs to an older partition spec (its rows may belong to
         several partitions of the current one: Iceberg's writer splits them, this one does not)."""
-        responses = self.spark._jvm.org.apache.iceberg.rest.responses
-        response = (responses.FetchScanTasksResponse.builder(self.jtable.specs())
+        responses = "org.apache.iceberg.rest.responses."
+        response = (iceberg.java_class(self.jtable, responses + "FetchScanTasksResponse").builder(self.jtable.specs())
                     .withFileScanTasks(self.group.fileScanTasks()).build())
-        document = json.loads(str(responses.FetchScanTasksResponseParser.toJson(response)))
+        document = json.loads(str(iceberg.java_class(self.jtable, responses + "FetchScanTasksResponseParser")
+                                  .toJson(response)))
         if document.get("delete-files"):
             raise NotArrowRewritable("a file to rewrite has delete files to apply")
         files = [task["data-file"] for task in document["file-scan-tasks"]]
-        current = int(self.jtable.spec().specId())
+        current = int(self.spec.specId())
         if any(int(f["spec-id"]) != current for f in files):
             raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
         return files
@@ -199,7 +204,7 @@ class _GroupWriter:
                         writer.close()
                     current = output
                     location = str(self.jtable.locationProvider().newDataLocation(
-                        self.jtable.spec(), self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
+                        self.spec, self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
                     os.makedirs(os.path.dirname(_local(location)), exist_ok=True)
                     self.written.append(location)
                     writer = pq.ParquetWriter(_local(location), self.schema, compression=self.codec,
@@ -224,25 +229,29 @@ class _GroupWriter:
         """The new files as Iceberg ``DataFile``s, their metrics read back by Iceberg."""
         import pyarrow.parquet as pq
 
-        jvm, gateway = self.spark._jvm, iceberg.gateway(self.spark)
-        metrics_config = jvm.org.apache.iceberg.MetricsConfig.forTable(self.jtable)
-        files = jvm.java.util.HashSet()
+        def java(name: str):
+            return iceberg.java_class(self.jtable, name)
+
+        metrics_config = java("org.apache.iceberg.MetricsConfig").forTable(self.jtable)
+        parquet = java("org.apache.iceberg.FileFormat").PARQUET
+        partition, sort_order, io = self.group.info().partition(), self.jtable.sortOrder(), self.jtable.io()
+        files = java("java.util.HashSet")()
         for location in self.written:
             starts = _split_offsets(pq.read_metadata(_local(location)))
-            array = gateway.new_array(jvm.long, len(starts))  # py4j hands boxed Longs back as ints
+            # py4j hands boxed Longs over as ints: the offsets go as a long[]
+            array = iceberg.gateway(self.spark).new_array(java("long"), len(starts))
             for index, start in enumerate(starts):
                 array[index] = start
-            offsets = jvm.org.apache.iceberg.relocated.com.google.common.primitives.Longs.asList(array)
-            input_file = self.jtable.io().newInputFile(location)
             files.add(
-                jvm.org.apache.iceberg.DataFiles.builder(self.jtable.spec())
+                java("org.apache.iceberg.DataFiles").builder(self.spec)
                 .withPath(location)
-                .withFormat(jvm.org.apache.iceberg.FileFormat.PARQUET)
+                .withFormat(parquet)
                 .withFileSizeInBytes(os.path.getsize(_local(location)))
-                .withPartition(self.group.info().partition())
-                .withMetrics(jvm.org.apache.iceberg.parquet.ParquetUtil.fileMetrics(input_file, metrics_config))
-                .withSplitOffsets(offsets)
-                .withSortOrder(self.jtable.sortOrder())
+                .withPartition(partition)
+                .withMetrics(java("org.apache.iceberg.parquet.ParquetUtil").fileMetrics(io.newInputFile(location),
+                                                                                         metrics_config))
+                .withSplitOffsets(java("org.apache.iceberg.relocated.com.google.common.primitives.Longs").asList(array))
+                .withSortOrder(sort_order)
                 .build())
         return files
 
@@ -259,14 +268,13 @@ def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequen
                    props: dict[str, str]):
     """Iceberg's ``RewriteDataFilesCommitManager``, the commit the Spark action makes: a ``RewriteFiles``
     validated from the starting snapshot (no new deletes for the replaced files), with ``props``."""
-    return spark._jvm.org.apache.iceberg.actions.RewriteDataFilesCommitManager(
+    return iceberg.java_class(jtable, "org.apache.iceberg.actions.RewriteDataFilesCommitManager")(
         jtable, starting_snapshot_id, use_starting_sequence_number, iceberg.java_map(spark, props))
 
 
 def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], expression) -> dict[str, Any]:
     """One attempt, planned from the table state ``jtable`` holds: the outcome ``jobs/rewrite.py`` reports
     (``groups``, ``failed_groups``, ``removed_delete_files``, ``starting_snapshot_id``)."""
-    jvm = spark._jvm
     start = jtable.currentSnapshot()
     outcome: dict[str, Any] = {"starting_snapshot_id": int(start.snapshotId()) if start is not None else None,
                                "groups": [], "failed_groups": [], "removed_delete_files": 0}
@@ -275,8 +283,8 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     groups = iceberg.bin_pack_groups(spark, jtable, expression, start.snapshotId(), options)
     if not groups:
         return outcome
-    schema = _arrow_schema(json.loads(str(jvm.org.apache.iceberg.SchemaParser.toJson(jtable.schema()))))
-    properties = {str(k): str(v) for k, v in dict(jtable.properties()).items()}
+    schema = _arrow_schema(_schema_json(jtable))
+    properties = iceberg.string_map(jtable.properties())
     name = iceberg.rewrite_group_namer(spark, jtable)
     spec_id = int(jtable.spec().specId())
     cores = os.cpu_count() or 2
@@ -308,7 +316,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
                 "rewritten_bytes": int(writer.group.inputFilesSizeInBytes())}
 
     def java_set(items):
-        result = jvm.java.util.HashSet()
+        result = iceberg.java_class(jtable, "java.util.HashSet")()
         for item in items:
             result.add(item.group)
         return result

@@ -119,7 +119,7 @@ def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
         # Iceberg lists through Hadoop's FileSystem by default, which has no s3:// when the table is read
         # through S3FileIO without S3A: list with the table's own FileIO then.
         action = action.usePrefixListing(True)
-    return sorted(iceberg.strings(spark, action.execute().orphanFileLocations()))
+    return sorted(iceberg.strings(action.execute().orphanFileLocations()))
 
 
 def _lists_through_its_file_io(spark, jtable) -> bool:

@@ -7,6 +7,7 @@ function for orphan files.
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
@@ -81,7 +82,23 @@ def snapshots_after(jtable, snapshot_id: int | None) -> list[Any]:
 
 
 def summary(snapshot) -> dict[str, str]:
-    return {str(k): str(v) for k, v in dict(snapshot.summary()).items()}
+    return string_map(snapshot.summary())
+
+
+def java_class(anchor, name: str):
+    """The Java class ``name`` on the JVM of ``anchor`` (a Java object, or :func:`gateway`), without
+    py4j's lookups: ``jvm.org.apache...`` asks the JVM about each package on the way, each a failed
+    class search through the whole class path (some 300 jars)."""
+    from py4j.java_gateway import JavaClass  # type: ignore[import-untyped]
+
+    return JavaClass(name, anchor._gateway_client)
+
+
+def string_map(java_map) -> dict[str, str]:
+    """A Java ``Map`` of strings as a dict, in one round trip (Iceberg's JSON): iterated over py4j it
+    costs two per entry, and under PySpark the iterator's end is an exception inspected in 70 more."""
+    mapper = java_class(java_map, "org.apache.iceberg.util.JsonUtil").mapper()
+    return json.loads(str(mapper.writeValueAsString(java_map)))
 
 
 def rewrite_group_namer(spark, jtable):
@@ -98,7 +115,7 @@ def rewrite_group_namer(spark, jtable):
     current = int(spec.specId())
     if spec.isUnpartitioned():
         return lambda spec_id, partition: ""
-    empty = spark._jvm.org.apache.iceberg.data.GenericRecord.create(spec.partitionType())
+    empty = java_class(jtable, "org.apache.iceberg.data.GenericRecord").create(spec.partitionType())
     all_null = str(spec.partitionToPath(empty))
 
     def name(spec_id: int, partition) -> str:
@@ -107,16 +124,16 @@ def rewrite_group_namer(spark, jtable):
     return name
 
 
-def strings(spark, java_strings) -> list[str]:
-    """A Java ``Iterable`` of strings as a Python list, in two round trips (iterating it over py4j
+def strings(java_strings) -> list[str]:
+    """A Java ``Iterable`` of strings as a Python list, in one round trip (iterating it over py4j
     costs two per element): joined in the JVM on a character no path holds, split here."""
-    joined = str(spark._jvm.java.lang.String.join("\u0000", java_strings))
+    joined = str(java_class(java_strings, "java.lang.String").join("\u0000", java_strings))
     return joined.split("\u0000") if joined else []
 
 
 def java_map(spark, values: dict[str, str]):
     """A Java ``HashMap`` of ``values`` (as strings), for Iceberg's options and snapshot properties."""
-    mapping = spark._jvm.java.util.HashMap()
+    mapping = java_class(gateway(spark), "java.util.HashMap")()
     for key, value in values.items():
         mapping.put(key, str(value))
     return mapping
@@ -125,12 +142,11 @@ def java_map(spark, values: dict[str, str]):
 def bin_pack_groups(spark, jtable, expression, start_snapshot_id: int, options: dict[str, str]) -> list[Any]:
     """The file groups Iceberg's ``BinPackRewriteFilePlanner`` makes from ``start_snapshot_id`` with
     ``options`` (those it takes; the others are left out): the groups the Spark action rewrites."""
-    jvm = spark._jvm
-    planner = jvm.org.apache.iceberg.actions.BinPackRewriteFilePlanner(
-        jtable, expression if expression is not None else jvm.org.apache.iceberg.expressions.Expressions.alwaysTrue(),
-        start_snapshot_id, True,
-    )
-    valid = {str(k) for k in planner.validOptions()}
+    if expression is None:
+        expression = java_class(jtable, "org.apache.iceberg.expressions.Expressions").alwaysTrue()
+    planner = java_class(jtable, "org.apache.iceberg.actions.BinPackRewriteFilePlanner")(
+        jtable, expression, start_snapshot_id, True)
+    valid = set(strings(planner.validOptions()))
     planner.init(java_map(spark, {k: v for k, v in options.items() if k in valid}))
     groups = []
     planned = planner.plan().groups()
