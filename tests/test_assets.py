@@ -37,6 +37,7 @@ def test_a_downstream_dag_runs_after_maintenance_that_changed_the_table_only(air
     asset = table_asset(name, table.location())
     watched = Path(os.environ["LAKE_HOME"]) / "asset-consumer.json"
     watched.write_text(json.dumps({"table": name, "location": table.location()}))
+    airflow.reparse("lake_asset_events.py")
     try:
         # The consumer is re-parsed with this table's Asset as its schedule.
         airflow.wait_for(lambda: any(a["uri"] == asset.uri and any(d["dag_id"] == CONSUMER for d in a["scheduled_dags"])
@@ -78,3 +79,4 @@ def test_a_downstream_dag_runs_after_maintenance_that_changed_the_table_only(air
         assert len([e for e in events["asset_events"] if e["uri"] == asset.uri]) == 1
     finally:
         watched.unlink(missing_ok=True)
+        airflow.reparse("lake_asset_events.py")

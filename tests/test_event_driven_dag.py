@@ -28,6 +28,7 @@ def test_commits_start_a_maintenance_run_and_a_healthy_table_starts_none(airflow
                for t in (busy, calm)]
     response = airflow.api("POST", "/variables", json={"key": "lake_watched_tables", "value": json.dumps(watched)})
     assert response.ok, response.text
+    airflow.reparse("lake_maintenance_on_demand.py")
     busy_dag, calm_dag = (f"lake_on_demand__{t.replace('.', '__')}" for t in (busy, calm))
     try:
         airflow.wait_for_dag(busy_dag)
@@ -50,3 +51,4 @@ def test_commits_start_a_maintenance_run_and_a_healthy_table_starts_none(airflow
         assert len(_runs(airflow, busy_dag)) == 1 and _runs(airflow, calm_dag) == []
     finally:
         airflow.api("DELETE", "/variables/lake_watched_tables")
+        airflow.reparse("lake_maintenance_on_demand.py")  # its DAGs and their watchers go
