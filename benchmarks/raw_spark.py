@@ -10,7 +10,8 @@ files with CODEC, REPEAT times (seconds per run: the later ones warm).
 ``remove_orphan_files`` runs, through the Java API (the procedure refuses a floor under 24 hours).
 ``raw_spark.py scan REPEAT TABLE...``: a count and a filtered aggregate on each table, REPEAT times.
 ``raw_spark.py arrow OPTIONS_JSON TABLE...``: the provider's Arrow rewriter (``jobs/arrow_rewrite.py``:
-Iceberg's planner and commit, Arrow's Parquet) on each table, seconds per table (the second warm).
+Iceberg's planner and commit, Arrow's Parquet) on each table, seconds per table (the second warm), and
+per table where they went (``stages``: each stage's span from its first start to its last end).
 ``raw_spark.py profile OUT_JFR OPTIONS_JSON WARMUP UNPROFILED TABLE``: the procedure on WARMUP, on
 UNPROFILED (timed, warm), then on TABLE under Java Flight Recorder (the driver JVM, which runs every task in local mode), dumped to OUT_JFR.
 Each prints one JSON line with the seconds spent inside the application (after session start).
@@ -33,6 +34,46 @@ def rewrite_call(spark, catalog: str, options: dict) -> str:
     return f"CALL {catalog}.system.rewrite_data_files(table => '{{}}', options => map({pairs}))"
 
 
+class StageClock:
+    """Spans of named functions while a rewrite runs. Inside ``with StageClock(targets)``, every call
+    of each ``(owner, name, stage)`` target (from any thread) is timed under ``stage``; ``spans()``
+    gives each stage's first start and last end, ``totals()`` its calls' seconds summed over threads."""
+
+    def __init__(self, targets):
+        import threading
+
+        self.targets, self.originals = targets, []
+        self.calls: dict[str, list[tuple[float, float]]] = {}
+        self.lock = threading.Lock()
+
+    def __enter__(self):
+        for owner, name, stage in self.targets:
+            function = getattr(owner, name)
+            self.originals.append((owner, name, function))
+            setattr(owner, name, self._timed(function, stage))
+        return self
+
+    def __exit__(self, *exc):
+        for owner, name, function in self.originals:
+            setattr(owner, name, function)
+
+    def _timed(self, function, stage):
+        def timed(*args, **kwargs):
+            start = time.perf_counter()
+            try:
+                return function(*args, **kwargs)
+            finally:
+                with self.lock:
+                    self.calls.setdefault(stage, []).append((start, time.perf_counter()))
+        return timed
+
+    def spans(self) -> dict[str, tuple[float, float]]:
+        return {stage: (min(s for s, _ in calls), max(e for _, e in calls)) for stage, calls in self.calls.items()}
+
+    def totals(self) -> dict[str, float]:
+        return {stage: sum(e - s for s, e in calls) for stage, calls in self.calls.items()}
+
+
 def main(argv):
     mode = argv[1]
     spark = SparkSession.builder.appName(f"raw-{mode}").getOrCreate()
@@ -53,18 +94,28 @@ def main(argv):
         from airflow_lake_provider.jobs import arrow_rewrite, iceberg
 
         options = {k: v for k, v in json.loads(argv[2]).items() if not k.startswith("spark.")}
-        rows, per_table = [], []
+        rows, per_table, stages = [], [], []
+        targets = ((iceberg, "load_table", "table load"), (arrow_rewrite, "ineligibility", "eligibility"),
+                   (iceberg, "bin_pack_groups", "planning"), (arrow_rewrite._GroupWriter, "_files", "file lists"),
+                   (arrow_rewrite._GroupWriter, "write", "read and write"),
+                   (arrow_rewrite._GroupWriter, "data_files", "metrics"))
         for table in argv[3:]:
-            t0 = time.perf_counter()
-            jtable = iceberg.load_table(spark, catalog, table)
-            reason = arrow_rewrite.ineligibility(spark, jtable, "binpack", options)
-            if reason is not None:
-                raise SystemExit(f"the Arrow rewriter cannot rewrite {table}: {reason}")
-            outcome = arrow_rewrite.rewrite_once(spark, jtable, options, {}, None)
-            per_table.append(time.perf_counter() - t0)
+            with StageClock(targets) as clock:
+                t0 = time.perf_counter()
+                jtable = iceberg.load_table(spark, catalog, table)
+                reason = arrow_rewrite.ineligibility(spark, jtable, "binpack", options)
+                if reason is not None:
+                    raise SystemExit(f"the Arrow rewriter cannot rewrite {table}: {reason}")
+                outcome = arrow_rewrite.rewrite_once(spark, jtable, options, {}, None)
+                end = time.perf_counter()
+            per_table.append(end - t0)
+            spans, totals = clock.spans(), clock.totals()
+            stages.append({**{stage: e - s for stage, (s, e) in spans.items() if stage != "metrics"},
+                           "metrics (summed over threads)": totals.get("metrics", 0.0),
+                           "commit": end - spans["read and write"][1]})
             rows.append({"groups": len(outcome["groups"]),
                          "rewritten_data_files": sum(g["rewritten_data_files"] for g in outcome["groups"])})
-        out["results"], out["per_table"] = rows, per_table
+        out["results"], out["per_table"], out["stages"] = rows, per_table, stages
     elif mode == "profile":
         import subprocess
 
