@@ -228,6 +228,14 @@ def context(task_id: str) -> dict:
     return {"ti": FakeTaskInstance(task_id)}
 
 
+def bare_path(path: str) -> str:
+    """A table's file location without its scheme: a local path, or ``bucket/key`` for pyarrow's S3 file system."""
+    for scheme in ("file://", "file:", "s3://", "s3a://"):
+        if path.startswith(scheme):
+            return path[len(scheme):]
+    return path
+
+
 def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None) -> float:
     """The plain read-and-write with Arrow, the limit a rewrite is measured against: every file read
     (threads), one output file per ``part`` written in parallel into the directory ``out``. Local
@@ -238,21 +246,15 @@ def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None
     import pyarrow.dataset as ds
     import pyarrow.parquet as pq
 
-    def bare(path: str) -> str:
-        for scheme in ("file://", "file:", "s3://", "s3a://"):
-            if path.startswith(scheme):
-                return path[len(scheme):]
-        return path
-
     out = str(out)
     if filesystem is None:
         Path(out).mkdir(parents=True)
     started = time.perf_counter()
-    data = ds.dataset([bare(p) for p in paths], format="parquet", filesystem=filesystem).to_table(use_threads=True)
+    data = ds.dataset([bare_path(p) for p in paths], format="parquet", filesystem=filesystem).to_table(use_threads=True)
     parts = pc.unique(data["part"]).to_pylist()
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
         list(pool.map(lambda part: pq.write_table(data.filter(pc.equal(data["part"], part)),
-                                                  f"{bare(out)}/part-{part}.parquet", compression=codec,
+                                                  f"{bare_path(out)}/part-{part}.parquet", compression=codec,
                                                   filesystem=filesystem), parts))
     return time.perf_counter() - started
 

@@ -237,11 +237,7 @@ class _GroupWriter:
         partition, sort_order, io = self.group.info().partition(), self.jtable.sortOrder(), self.jtable.io()
         files = java("java.util.HashSet")()
         for location in self.written:
-            starts = _split_offsets(pq.read_metadata(_local(location)))
-            # py4j hands boxed Longs over as ints: the offsets go as a long[]
-            array = iceberg.gateway(self.spark).new_array(java("long"), len(starts))
-            for index, start in enumerate(starts):
-                array[index] = start
+            starts = iceberg.java_array(self.spark, "long", _split_offsets(pq.read_metadata(_local(location))))
             files.add(
                 java("org.apache.iceberg.DataFiles").builder(self.spec)
                 .withPath(location)
@@ -250,7 +246,7 @@ class _GroupWriter:
                 .withPartition(partition)
                 .withMetrics(java("org.apache.iceberg.parquet.ParquetUtil").fileMetrics(io.newInputFile(location),
                                                                                          metrics_config))
-                .withSplitOffsets(java("org.apache.iceberg.relocated.com.google.common.primitives.Longs").asList(array))
+                .withSplitOffsets(java("org.apache.iceberg.relocated.com.google.common.primitives.Longs").asList(starts))
                 .withSortOrder(sort_order)
                 .build())
         return files

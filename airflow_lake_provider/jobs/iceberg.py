@@ -159,9 +159,11 @@ def bin_pack_groups(spark, jtable, expression, start_snapshot_id: int, options: 
     return groups
 
 
-def java_string_array(spark, values: list[str]):
+def java_array(spark, element_type: str, values: list[Any]):
+    """A Java array of ``element_type`` (``"long"``, ``"java.lang.String"``): py4j hands a Python list
+    over as a ``List``, and small ints as ``Integer`` where Iceberg wants ``long``."""
     py4j = gateway(spark)
-    array = py4j.new_array(py4j.jvm.java.lang.String, len(values))
+    array = py4j.new_array(java_class(py4j, element_type), len(values))
     for index, value in enumerate(values):
         array[index] = value
     return array

@@ -35,7 +35,7 @@ from airflow_lake_provider.core.orphan_guard import (
     unchecked,
     unknown_namespace,
 )
-from airflow_lake_provider.jobs.iceberg import java_string_array
+from airflow_lake_provider.jobs.iceberg import java_array
 
 
 def never_orphans(spark, catalog: str, jtable, candidates: list[str], *,
@@ -111,7 +111,7 @@ def _namespaces(spark, icatalog, catalog: str, listed: list[str] | None):
     found, seen = [], set()
     try:
         for name in listed or ():
-            namespace = Namespace.of(java_string_array(spark, name.split(".")))
+            namespace = Namespace.of(java_array(spark, "java.lang.String", name.split(".")))
             if not icatalog.namespaceExists(namespace):
                 return [], unknown_namespace(name, catalog)
             queue.append(namespace)

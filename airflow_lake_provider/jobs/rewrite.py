@@ -206,7 +206,7 @@ def _rewrite_once(spark, jtable, args: RewriteJobArgs, props: dict[str, str], ex
         order = _sort_order(spark, jtable, args.sort_order)
         action = action.sort(order) if order is not None else action.sort()
     elif strategy == "zorder":
-        action = action.zOrder(iceberg.java_string_array(spark, list(args.zorder_columns)))
+        action = action.zOrder(iceberg.java_array(spark, "java.lang.String", list(args.zorder_columns)))
     if expression is not None:
         action = action.filter(expression)
     result = action.execute()
