@@ -15,8 +15,9 @@ LAKE_VENV=.venv bash scripts/lint.sh || lint_status=1
 if [ -z "${LAKE_ONE_TRACK:-}" ]; then
   echo "== Spark $other track: the tests marked both_tracks (LAKE_ONE_TRACK=1 skips them)"
   if LAKE_SPARK=$other LAKE_VENV=$other_venv bash scripts/bootstrap.sh; then
-    # Of the table kinds, v2, v3 and equality deletes (tests/dags/lake_table_kinds.py).
-    LAKE_TABLE_KINDS=v2_position_deletes,v3_deletion_vectors,equality_deletes \
+    # Of the table kinds, v2, v3 and equality deletes (tests/dags/lake_table_kinds.py); of the rewrite
+    # oracle's generated tables, 2 beside its regression cases (4 on the whole suite's track).
+    LAKE_TABLE_KINDS=v2_position_deletes,v3_deletion_vectors,equality_deletes LAKE_ORACLE_EXAMPLES=2 \
       PATH="$PWD/$other_venv/bin:$PATH" "$other_venv/bin/python" -m pytest -m both_tracks -p no:cacheprovider \
       --durations=0 --durations-min=30 || status=1
   else

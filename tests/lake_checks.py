@@ -214,3 +214,37 @@ def assert_lean_digest_matches(hook, name: str):
     assert digest.state() == table_state(table)
     assert (digest.location, digest.metadata_location) == (table.location(), table.metadata_location)
     return digest
+
+
+def append_without_partition_column(spark, table, name: str, data, partition: str, value) -> None:
+    """Append ``data`` to the table ``name`` (catalog ``lake``) as one Parquet file that leaves out the
+    identity-partition column ``partition``, committed through Iceberg's Java API with the partition
+    ``value``: how tables migrated from Hive, or built with ``add_files``, hold it (Iceberg's readers
+    fill the column from the partition metadata). The file carries Iceberg's field IDs."""
+    import datetime as dt
+    import uuid
+
+    import pyarrow as pa
+    import pyarrow.parquet as pq
+
+    from airflow_lake_provider.jobs import iceberg
+
+    ids = {field.name: field.field_id for field in table.schema().fields}
+    kept = [field for field in data.schema if field.name != partition]
+    schema = pa.schema([field.with_metadata({b"PARQUET:field_id": str(ids[field.name]).encode()}) for field in kept])
+    path = f"{local_path(table.location())}/data/imported-{uuid.uuid4().hex}.parquet"
+    os.makedirs(os.path.dirname(path), exist_ok=True)
+    pq.write_table(pa.Table.from_arrays([data.column(f.name) for f in kept], schema=schema), path)
+    jtable = iceberg.load_table(spark, "lake", name)
+
+    def java(class_name: str):
+        return iceberg.java_class(jtable, class_name)
+
+    values = java("java.util.ArrayList")()
+    values.add(value.isoformat() if isinstance(value, dt.date) else str(value))
+    metrics = java("org.apache.iceberg.parquet.ParquetUtil").fileMetrics(
+        jtable.io().newInputFile(f"file:{path}"), java("org.apache.iceberg.MetricsConfig").forTable(jtable))
+    data_file = (java("org.apache.iceberg.DataFiles").builder(jtable.spec()).withPath(f"file:{path}")
+                 .withFormat(java("org.apache.iceberg.FileFormat").PARQUET).withFileSizeInBytes(os.path.getsize(path))
+                 .withPartitionValues(values).withMetrics(metrics).build())
+    jtable.newAppend().appendFile(data_file).commit()

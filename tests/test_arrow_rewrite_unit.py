@@ -4,7 +4,13 @@ from __future__ import annotations
 
 import pytest
 
-from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility, parquet_codec, split_into_outputs
+from airflow_lake_provider.core.arrow_rewrite import (
+    arrow_ineligibility,
+    dictionary_columns,
+    parquet_codec,
+    split_into_outputs,
+    statistics_columns,
+)
 
 SCHEMA = {"fields": [{"id": 1, "name": "id", "type": "long", "required": True},
                      {"id": 2, "name": "amount", "type": "decimal(10, 2)", "required": False},
@@ -49,11 +55,20 @@ def test_the_worker_leaves_unknown_options_to_the_job():
 
 
 def test_codec_and_level_follow_icebergs_writer():
-    assert parquet_codec({}) == ("zstd", 3)  # Iceberg's default codec at parquet-mr's level
+    # No property (tables PyIceberg creates): Iceberg's writer takes gzip (Java catalogs set zstd on create).
+    assert parquet_codec({}) == ("gzip", 6)
+    assert parquet_codec({"write.parquet.compression-codec": "zstd"}) == ("zstd", 3)  # parquet-mr's level
     assert parquet_codec({"write.parquet.compression-codec": "gzip", "write.parquet.compression-level": "9"}) == (
         "gzip", 9)
     assert parquet_codec({"write.parquet.compression-codec": "uncompressed"}) == ("none", None)
     assert parquet_codec({"write.parquet.compression-codec": "lz4"}) is None
+
+
+def test_floats_and_columns_the_table_disables_are_written_without_a_dictionary():
+    columns = [("id", "long"), ("d", "double"), ("f", "float"), ("name", "string"), ("tag", "string")]
+    properties = {"write.parquet.dict-encoding-enabled.column.tag": "false"}
+    assert dictionary_columns(properties, columns) == ["id", "name"]
+    assert statistics_columns(columns) == ["id", "name", "tag"]  # floats: no footer statistics either
 
 
 def test_files_are_split_into_outputs_of_about_equal_input_bytes():

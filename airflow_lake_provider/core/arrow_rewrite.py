@@ -105,11 +105,37 @@ def arrow_refusal(table: str, reason: str) -> str:
 
 def parquet_codec(properties: Mapping[str, str]) -> tuple[str, int | None] | None:
     """Arrow's codec name and level for the table's ``write.parquet.compression-*`` properties."""
-    codec = properties.get("write.parquet.compression-codec", "zstd").lower()
+    # Iceberg's writer takes gzip when the property is absent: Java catalogs set zstd on the tables they
+    # create (since Iceberg 1.4), other writers (PyIceberg) may leave it out.
+    codec = properties.get("write.parquet.compression-codec", "gzip").lower()
     if codec not in _CODECS:
         return None
     level = properties.get("write.parquet.compression-level")
     return _CODECS[codec], int(level) if level not in (None, "") else _DEFAULT_LEVELS.get(codec)
+
+
+#: Iceberg types written without a dictionary and without footer statistics (:func:`dictionary_columns`).
+_FLOATING = ("float", "double")
+
+
+def dictionary_columns(properties: Mapping[str, str], columns: Iterable[tuple[str, str]]) -> list[str]:
+    """The columns (name, Iceberg type) written with a dictionary: those the table does not disable
+    (``write.parquet.dict-encoding-enabled.column.<name>``), floating-point ones left out.
+
+    Why not floats: Iceberg's readers skip a row group by its dictionary and its footer statistics
+    with Iceberg's own comparisons (``-0.0`` below ``0.0``, NaN in no range), where engines compare as
+    SQL does (``-0.0 = 0.0``, NaN above every number). A dictionary of ``0.0`` hides those rows from
+    ``WHERE d = -0.0``, and statistics that leave NaN out hide them from ``WHERE d >= x``. Without
+    either, the row group is read; files are still pruned by the manifests' bounds (docs/safety.md)."""
+    prefix = "write.parquet.dict-encoding-enabled.column."
+    return [name for name, type_name in columns
+            if type_name not in _FLOATING and properties.get(prefix + name, "true").lower() != "false"]
+
+
+def statistics_columns(columns: Iterable[tuple[str, str]]) -> list[str]:
+    """The columns (name, Iceberg type) whose footers carry statistics: all but floating-point ones
+    (why: :func:`dictionary_columns`)."""
+    return [name for name, type_name in columns if type_name not in _FLOATING]
 
 
 def row_group_bytes(properties: Mapping[str, str]) -> int:

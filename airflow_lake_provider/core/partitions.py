@@ -64,3 +64,38 @@ def partition_id(spec_id: int, partition: Mapping[str, Any]) -> tuple[int, str]:
 
 
 __all__ = ["json_value", "partition_id", "partition_key", "partition_values"]
+
+
+def identity_constants(spec: Mapping[str, Any], partition: list[Any],
+                       types: Mapping[int, str]) -> dict[int, Any]:
+    """The values a data file's identity partition fields give their source columns, by source field ID.
+
+    A file may leave such a column out (Iceberg allows it; tables migrated from Hive, or built with
+    ``add_files``, ``migrate`` or ``snapshot``, have them only in the partition metadata): its rows
+    then hold the partition's value, as Iceberg's readers fill it in. ``spec``: the partition spec
+    as Iceberg's JSON; ``partition``: the file's partition as Iceberg's content-file JSON writes it
+    (one value per spec field); ``types``: the table's column types by field ID (schema JSON).
+    """
+    constants = {}
+    for spec_field, value in zip(spec["fields"], partition, strict=True):
+        if spec_field["transform"] == "identity" and spec_field["source-id"] in types:
+            constants[spec_field["source-id"]] = single_value(types[spec_field["source-id"]], value)
+    return constants
+
+
+def single_value(type_name: str, value: Any) -> Any:
+    """A value of Iceberg's JSON single-value form (``SingleValueParser``) as Python's object of that type."""
+    if value is None:
+        return None
+    if type_name == "date":
+        return _dt.date.fromisoformat(value)
+    if type_name in ("timestamp", "timestamptz"):
+        parsed = _dt.datetime.fromisoformat(value)
+        return parsed.astimezone(_dt.timezone.utc) if type_name == "timestamptz" else parsed
+    if type_name.startswith("decimal"):
+        return decimal.Decimal(value)
+    if type_name == "binary" or type_name.startswith("fixed"):
+        return bytes.fromhex(value)
+    if type_name in ("float", "double") and isinstance(value, str):
+        return float(value)  # NaN and the infinities are JSON text
+    return value

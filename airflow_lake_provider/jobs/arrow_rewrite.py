@@ -5,11 +5,13 @@ a plain copy does not do (``docs/benchmarks.md``, the profile): Iceberg copies t
 ``Configuration`` for every file it opens through ``HadoopFileIO``, and Spark turns the
 vectorised reader's column batches into rows for Iceberg's row writer. Here Iceberg's own
 ``BinPackRewriteFilePlanner`` makes the file groups (the same groups the Spark action makes from
-the same options), Arrow reads each group's files by Iceberg field ID and writes the new files in
-the table's codec with the field IDs, Iceberg reads the new files' metrics back
-(``ParquetUtil.fileMetrics`` under the table's metrics config), and Iceberg's
-``RewriteDataFilesCommitManager`` commits, the commit the Spark action makes: validated from the
-starting snapshot, with the job's snapshot properties and sequence-number choice.
+the same options), Arrow reads each group's files by Iceberg field ID (a column a file leaves out
+holds its identity partition value, as Iceberg's readers fill it in) and writes the new files in the
+table's codec (gzip where the table names none, as Iceberg's writer) with the field IDs; each file's
+metrics are built from the values written, under the table's metrics modes
+(``core/file_metrics.py``: not read back from Arrow's footer statistics, which leave long values
+out); and Iceberg's ``RewriteDataFilesCommitManager`` commits, the commit the Spark action makes:
+validated from the starting snapshot, with the job's snapshot properties and sequence-number choice.
 
 Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
 the Spark action): no delete files, format v1/v2, files of the current spec, no sort order, flat
@@ -26,20 +28,28 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
+import re
 import uuid
+from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.core.arrow_rewrite import (
     arrow_ineligibility,
+    dictionary_columns,
     parquet_codec,
     row_group_bytes,
     split_into_outputs,
+    statistics_columns,
 )
+from airflow_lake_provider.core.file_metrics import ColumnStats, FileMetrics, MetricsMode, file_metrics, unscaled
+from airflow_lake_provider.core.partitions import identity_constants
 from airflow_lake_provider.jobs import iceberg
 
 #: What a group that was not committed under partial progress says (the Spark path's wording).
 DROPPED = "commit dropped (conflict with a concurrent commit)"
 
+
+_DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 #: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
 #: group of thousands of files never sits in memory at once.
@@ -101,9 +111,10 @@ def _local(path: str) -> str:
     return path[len("file:"):] if path.startswith("file:") else path
 
 
-def _read_by_field_id(path: str, schema):
-    """One data file as ``schema``: columns matched by field ID (renames), missing ones null (added
-    later), narrower types widened as Iceberg allows (int to long, float to double, decimal)."""
+def _read_by_field_id(path: str, schema, constants: dict[int, Any]):
+    """One data file as ``schema``: columns matched by field ID (renames), narrower types widened as
+    Iceberg allows (int to long, float to double, decimal). A column the file lacks holds its identity
+    partition value from ``constants`` (by field ID) where it has one, else NULL (added later)."""
     import pyarrow as pa
     import pyarrow.parquet as pq
 
@@ -113,16 +124,48 @@ def _read_by_field_id(path: str, schema):
         field_id = (field.metadata or {}).get(b"PARQUET:field_id")
         if field_id is None:
             raise NotArrowRewritable(f"{path} has a column ({field.name!r}) without an Iceberg field ID")
-        by_id[field_id] = index
+        by_id[int(field_id)] = index
     columns = []
     for field in schema:
-        position = by_id.get(field.metadata[b"PARQUET:field_id"])
+        field_id = int(field.metadata[b"PARQUET:field_id"])
+        position = by_id.get(field_id)
         if position is None:
-            columns.append(pa.nulls(table.num_rows, field.type))
+            value = constants.get(field_id)
+            columns.append(pa.nulls(table.num_rows, field.type) if value is None
+                           else pa.repeat(pa.scalar(value, field.type), table.num_rows))
             continue
         column = table.column(position)
         columns.append(column if column.type == field.type else column.cast(field.type))
     return pa.Table.from_arrays(columns, schema=schema)
+
+
+def _observe(stats: dict[int, ColumnStats], table, columns: list[_Column]) -> None:
+    """Fold a chunk about to be written into each column's :class:`ColumnStats`: the counts, and the
+    least and greatest values (NULL and NaN left out) in the bounds' order domain."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    for column, original in zip(columns, table.columns, strict=True):
+        if not column.mode.counts:
+            continue
+        values, nans = original, 0
+        if column.type in ("float", "double"):
+            is_nan = pc.is_nan(values)
+            nans = int(pc.sum(is_nan).as_py() or 0)
+            if nans:
+                values = pc.filter(values, pc.invert(is_nan))  # a NULL's mask is NULL: dropped too
+        lower = upper = None
+        if column.mode.bounds and values.null_count < len(values):
+            if column.type == "date":
+                values = values.cast(pa.int32())
+            elif column.type in ("timestamp", "timestamptz"):
+                values = values.cast(pa.int64())
+            least_greatest = pc.min_max(values)
+            lower, upper = least_greatest["min"].as_py(), least_greatest["max"].as_py()
+            if column.scale is not None:
+                lower, upper = unscaled(lower, column.scale), unscaled(upper, column.scale)
+        stats[column.field_id].add(values=len(original), nulls=original.null_count, nans=nans,
+                                   lower=lower, upper=upper)
 
 
 def _bounded_map(pool, function, items, *, ahead: int):
@@ -146,17 +189,69 @@ def _split_offsets(metadata) -> list[int]:
     return offsets
 
 
-class _GroupWriter:
-    """Writes one file group's new files and sets them as the group's output, their metrics read
-    back by Iceberg; ``abort`` deletes whatever it wrote."""
+@dataclass(frozen=True)
+class _Column:
+    """A column of the table's current schema as the writer records it: its metrics mode is the
+    table's (``MetricsConfig``: defaults, per-column settings, sort-order promotion)."""
 
-    def __init__(self, spark, jtable, group, schema, properties: dict[str, str], pool):
-        self.spark, self.jtable, self.group, self.schema, self.pool = spark, jtable, group, schema, pool
+    field_id: int
+    name: str
+    type: str
+    mode: MetricsMode
+    scale: int | None  # decimals: the unscaled bounds' scale
+
+
+@dataclass(frozen=True)
+class _Layout:
+    """What every group of one rewrite writes by: the table's schema, columns and partition spec."""
+
+    arrow_schema: Any
+    columns: list[_Column]
+    spec_json: dict[str, Any]
+    types: dict[int, str]
+
+
+def _layout(jtable) -> _Layout:
+    schema_json = _schema_json(jtable)
+    config = iceberg.java_class(jtable, "org.apache.iceberg.MetricsConfig").forTable(jtable)
+    columns = []
+    for field in schema_json["fields"]:
+        decimal = _DECIMAL_TYPE.match(field["type"])
+        columns.append(_Column(int(field["id"]), field["name"], field["type"],
+                               MetricsMode.parse(str(config.columnMode(field["name"]))),
+                               int(decimal.group(2)) if decimal else None))
+    spec_json = json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.PartitionSpecParser")
+                               .toJson(jtable.spec())))
+    return _Layout(_arrow_schema(schema_json), columns, spec_json,
+                   {int(f["id"]): f["type"] for f in schema_json["fields"]})
+
+
+@dataclass
+class _Output:
+    """One new file: where it is, and what its rows add up to (its metrics before modes apply)."""
+
+    location: str
+    stats: dict[int, ColumnStats]
+    records: int = 0
+
+
+class _GroupWriter:
+    """Writes one file group's new files and sets them as the group's output, with the metrics of the
+    values written (``core/file_metrics.py``); ``abort`` deletes whatever it wrote."""
+
+    def __init__(self, spark, jtable, group, layout: _Layout, properties: dict[str, str], pool):
+        self.spark, self.jtable, self.group, self.layout, self.pool = spark, jtable, group, layout, pool
         self.spec = jtable.spec()
-        self.codec, self.level = parquet_codec(properties) or ("zstd", 3)
+        self.codec, self.level = parquet_codec(properties) or ("gzip", 6)
+        self.dictionary = dictionary_columns(properties, ((c.name, c.type) for c in layout.columns))
+        self.statistics = statistics_columns((c.name, c.type) for c in layout.columns)
         self.row_group_bytes = row_group_bytes(properties)
-        self.written: list[str] = []
+        self.outputs: list[_Output] = []
         self.files = self._files()
+
+    @property
+    def written(self) -> list[str]:
+        return [output.location for output in self.outputs]
 
     def _files(self) -> list[dict[str, Any]]:
         """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), refused
@@ -175,6 +270,10 @@ class _GroupWriter:
             raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
         return files
 
+    def _read(self, data_file: dict[str, Any]):
+        constants = identity_constants(self.layout.spec_json, data_file.get("partition", []), self.layout.types)
+        return _read_by_field_id(data_file["file-path"], self.layout.arrow_schema, constants)
+
     def write(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
@@ -182,8 +281,7 @@ class _GroupWriter:
         files = self.files
         outputs = split_into_outputs([int(f["file-size-in-bytes"]) for f in files],
                                      max(1, int(self.group.expectedOutputFiles())))
-        tables = _bounded_map(self.pool, lambda f: _read_by_field_id(f["file-path"], self.schema), files,
-                              ahead=READ_AHEAD)
+        tables = _bounded_map(self.pool, self._read, files, ahead=READ_AHEAD)
         prefix = f"{uuid.uuid4()}"
         writer: Any = None
         buffered: list[Any] = []
@@ -193,6 +291,8 @@ class _GroupWriter:
             nonlocal buffered, size
             if buffered:
                 merged = pa.concat_tables(buffered)
+                _observe(self.outputs[-1].stats, merged, self.layout.columns)
+                self.outputs[-1].records += merged.num_rows
                 writer.write_table(merged, row_group_size=max(1, merged.num_rows))
             buffered, size = [], 0
 
@@ -206,10 +306,13 @@ class _GroupWriter:
                     location = str(self.jtable.locationProvider().newDataLocation(
                         self.spec, self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
                     os.makedirs(os.path.dirname(_local(location)), exist_ok=True)
-                    self.written.append(location)
-                    writer = pq.ParquetWriter(_local(location), self.schema, compression=self.codec,
+                    self.outputs.append(_Output(location, {c.field_id: ColumnStats() for c in self.layout.columns}))
+                    # Footer statistics serve readers' row-group filters (Arrow leaves out what it
+                    # cannot bound; none for floats, nor a dictionary: core/arrow_rewrite.py says why);
+                    # the manifests' metrics are built from the values (_observe).
+                    writer = pq.ParquetWriter(_local(location), self.layout.arrow_schema, compression=self.codec,
                                               compression_level=self.level, store_schema=False,
-                                              write_statistics=True)
+                                              write_statistics=self.statistics, use_dictionary=self.dictionary)
                 buffered.append(table)
                 size += table.nbytes
                 if size >= self.row_group_bytes:
@@ -217,7 +320,7 @@ class _GroupWriter:
             if writer is not None:
                 flush()
                 writer.close()
-            # Read back here, in the group's thread, while other groups still write.
+            # Built here, in the group's thread, while other groups still write.
             self.group.setOutputFiles(self.data_files())
         except BaseException:
             if writer is not None:
@@ -226,29 +329,22 @@ class _GroupWriter:
             raise
 
     def data_files(self):
-        """The new files as Iceberg ``DataFile``s, their metrics read back by Iceberg."""
+        """The new files as Iceberg ``DataFile``s, parsed by Iceberg from its own content-file JSON:
+        the group's partition, the footer's split offsets and column sizes, the values' metrics."""
         import pyarrow.parquet as pq
 
-        def java(name: str):
-            return iceberg.java_class(self.jtable, name)
-
-        metrics_config = java("org.apache.iceberg.MetricsConfig").forTable(self.jtable)
-        parquet = java("org.apache.iceberg.FileFormat").PARQUET
-        partition, sort_order, io = self.group.info().partition(), self.jtable.sortOrder(), self.jtable.io()
-        files = java("java.util.HashSet")()
-        for location in self.written:
-            starts = iceberg.java_array(self.spark, "long", _split_offsets(pq.read_metadata(_local(location))))
-            files.add(
-                java("org.apache.iceberg.DataFiles").builder(self.spec)
-                .withPath(location)
-                .withFormat(parquet)
-                .withFileSizeInBytes(os.path.getsize(_local(location)))
-                .withPartition(partition)
-                .withMetrics(java("org.apache.iceberg.parquet.ParquetUtil").fileMetrics(io.newInputFile(location),
-                                                                                         metrics_config))
-                .withSplitOffsets(java("org.apache.iceberg.relocated.com.google.common.primitives.Longs").asList(starts))
-                .withSortOrder(sort_order)
-                .build())
+        parser = iceberg.java_class(self.jtable, "org.apache.iceberg.ContentFileParser")
+        mapper = iceberg.java_class(self.jtable, "org.apache.iceberg.util.JsonUtil").mapper()
+        partition = self.files[0].get("partition", []) if self.files else []
+        files = iceberg.java_class(self.jtable, "java.util.HashSet")()
+        for output in self.outputs:
+            footer = pq.read_metadata(_local(output.location))
+            metrics = file_metrics(output.records, ((c.field_id, c.type, c.mode) for c in self.layout.columns),
+                                   output.stats, _column_sizes(footer))
+            document = _content_file_json(output.location, int(self.spec.specId()), partition,
+                                          os.path.getsize(_local(output.location)), metrics, _split_offsets(footer),
+                                          int(self.jtable.sortOrder().orderId()))
+            files.add(parser.fromJson(mapper.readTree(json.dumps(document)), self.spec))
         return files
 
     def abort(self) -> None:
@@ -257,7 +353,37 @@ class _GroupWriter:
                 os.remove(_local(location))
             except FileNotFoundError:
                 pass
-        self.written = []
+        self.outputs = []
+
+
+def _column_sizes(footer) -> dict[int, int]:
+    """Each column's compressed bytes over the file's row groups, by field ID (flat columns: one leaf each)."""
+    sizes: dict[int, int] = {}
+    schema = footer.schema.to_arrow_schema()
+    ids = [int(field.metadata[b"PARQUET:field_id"]) for field in schema]
+    for index in range(footer.num_row_groups):
+        row_group = footer.row_group(index)
+        for position, field_id in enumerate(ids):
+            sizes[field_id] = sizes.get(field_id, 0) + row_group.column(position).total_compressed_size
+    return sizes
+
+
+def _content_file_json(location: str, spec_id: int, partition: list[Any], size: int, metrics: FileMetrics,
+                       split_offsets: list[int], sort_order_id: int) -> dict[str, Any]:
+    """A data file as Iceberg's ``ContentFileParser`` reads it."""
+    def counts(values: dict[int, int]) -> dict[str, list[int]]:
+        return {"keys": list(values), "values": list(values.values())}
+
+    def bounds(values: dict[int, bytes]) -> dict[str, list[Any]]:
+        return {"keys": list(values), "values": [value.hex().upper() for value in values.values()]}
+
+    return {"spec-id": spec_id, "content": "data", "file-path": location, "file-format": "parquet",
+            "partition": partition, "file-size-in-bytes": size, "record-count": metrics.record_count,
+            "column-sizes": counts(metrics.column_sizes), "value-counts": counts(metrics.value_counts),
+            "null-value-counts": counts(metrics.null_value_counts),
+            "nan-value-counts": counts(metrics.nan_value_counts),
+            "lower-bounds": bounds(metrics.lower_bounds), "upper-bounds": bounds(metrics.upper_bounds),
+            "split-offsets": split_offsets, "sort-order-id": sort_order_id}
 
 
 def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequence_number: bool,
@@ -279,7 +405,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     groups = iceberg.bin_pack_groups(spark, jtable, expression, start.snapshotId(), options)
     if not groups:
         return outcome
-    schema = _arrow_schema(_schema_json(jtable))
+    layout = _layout(jtable)
     properties = iceberg.string_map(jtable.properties())
     name = iceberg.rewrite_group_namer(spark, jtable)
     spec_id = int(jtable.spec().specId())
@@ -289,7 +415,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
         # Every group's files are known (and checked) before the first file is written.
-        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, schema, properties, reads),
+        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, properties, reads),
                                        groups))
         futures = [groups_pool.submit(writer.write) for writer in writers]
         failure = None
