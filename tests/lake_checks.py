@@ -6,6 +6,7 @@ import hashlib
 import os
 import time
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlsplit
 
 
@@ -216,11 +217,12 @@ def assert_lean_digest_matches(hook, name: str):
     return digest
 
 
-def append_without_partition_column(spark, table, name: str, data, partition: str, value) -> None:
-    """Append ``data`` to the table ``name`` (catalog ``lake``) as one Parquet file that leaves out the
-    identity-partition column ``partition``, committed through Iceberg's Java API with the partition
-    ``value``: how tables migrated from Hive, or built with ``add_files``, hold it (Iceberg's readers
-    fill the column from the partition metadata). The file carries Iceberg's field IDs."""
+def append_without_partition_columns(spark, table, name: str, data, partition: list[tuple[str, Any]]) -> None:
+    """Append ``data`` to the table ``name`` (catalog ``lake``) as one Parquet file that leaves out its
+    identity-partition columns, committed through Iceberg's Java API with their values: ``partition``
+    holds (column, value) in the spec's order. How tables migrated from Hive, or built with
+    ``add_files``, hold them: Iceberg's readers fill the columns from the partition metadata (PyIceberg
+    only optional ones). The file carries Iceberg's field IDs."""
     import datetime as dt
     import uuid
 
@@ -230,7 +232,8 @@ def append_without_partition_column(spark, table, name: str, data, partition: st
     from airflow_lake_provider.jobs import iceberg
 
     ids = {field.name: field.field_id for field in table.schema().fields}
-    kept = [field for field in data.schema if field.name != partition]
+    left_out = {column for column, _ in partition}
+    kept = [field for field in data.schema if field.name not in left_out]
     schema = pa.schema([field.with_metadata({b"PARQUET:field_id": str(ids[field.name]).encode()}) for field in kept])
     path = f"{local_path(table.location())}/data/imported-{uuid.uuid4().hex}.parquet"
     os.makedirs(os.path.dirname(path), exist_ok=True)
@@ -241,7 +244,8 @@ def append_without_partition_column(spark, table, name: str, data, partition: st
         return iceberg.java_class(jtable, class_name)
 
     values = java("java.util.ArrayList")()
-    values.add(value.isoformat() if isinstance(value, dt.date) else str(value))
+    for _, value in partition:
+        values.add(None if value is None else value.isoformat() if isinstance(value, dt.date) else str(value))
     metrics = java("org.apache.iceberg.parquet.ParquetUtil").fileMetrics(
         jtable.io().newInputFile(f"file:{path}"), java("org.apache.iceberg.MetricsConfig").forTable(jtable))
     data_file = (java("org.apache.iceberg.DataFiles").builder(jtable.spec()).withPath(f"file:{path}")

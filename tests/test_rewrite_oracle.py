@@ -40,7 +40,7 @@ import pyarrow.parquet as pq
 import pytest
 from hypothesis import HealthCheck, Phase, example, given, settings
 from hypothesis import strategies as st
-from lake_checks import append_without_partition_column, local_path
+from lake_checks import append_without_partition_columns, local_path
 
 from airflow_lake_provider.jobs import iceberg as jiceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
@@ -278,7 +278,7 @@ def build(spark, catalog, name: str, recipe: Recipe) -> None:
             data = pa.Table.from_pylist([dict(zip([c.name for c in current], row)) for row in batch.rows],
                                         schema=arrow_schema)
             if batch.by_path:
-                append_without_partition_column(spark, table, name, data, recipe.partition, batch.partition)
+                append_without_partition_columns(spark, table, name, data, [(recipe.partition, batch.partition)])
             else:
                 table.append(data)
             table = catalog.load_table(name)
