@@ -70,7 +70,9 @@ def test_backfill_compacts_each_day_in_its_own_run(airflow, lake_hook, namespace
         "dag_id": "lake_maintenance_daily",
         "from_date": "2026-01-01T00:00:00Z",
         "to_date": "2026-01-02T00:00:00Z",  # two daily runs: enough to show each keeps to its day
-        "dag_run_conf": {"table": name, "min_input_files": 2},
+        # No orphan listing (a Spark job per run): these runs prove each keeps to its own day; the REST-trigger
+        # test runs the same factory DAG with its clean step (tests/BUDGET.md, P5).
+        "dag_run_conf": {"table": name, "min_input_files": 2, "remove_orphans": False},
         "max_active_runs": 1,
         "reprocess_behavior": "completed",
     })
