@@ -44,7 +44,13 @@ ARROW_REWRITER_OPTIONS = frozenset({
 
 def arrow_type_supported(type_json: Any) -> bool:
     """Whether a column of this Iceberg type (schema JSON) is carried by the Arrow rewriter."""
-    return isinstance(type_json, str) and (type_json in _ARROW_TYPES or _DECIMAL.match(type_json) is not None)
+    return isinstance(type_json, str) and (type_json in _ARROW_TYPES or decimal_type(type_json) is not None)
+
+
+def decimal_type(type_name: str) -> tuple[int, int] | None:
+    """(precision, scale) of an Iceberg ``decimal(p, s)`` type name; ``None`` for any other type."""
+    match = _DECIMAL.match(type_name)
+    return (int(match.group(1)), int(match.group(2))) if match else None
 
 
 def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties: Mapping[str, str],

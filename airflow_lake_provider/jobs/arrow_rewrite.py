@@ -28,13 +28,13 @@ from __future__ import annotations
 import concurrent.futures
 import json
 import os
-import re
 import uuid
 from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.core.arrow_rewrite import (
     arrow_ineligibility,
+    decimal_type,
     dictionary_columns,
     parquet_codec,
     row_group_bytes,
@@ -47,9 +47,6 @@ from airflow_lake_provider.jobs import iceberg
 
 #: What a group that was not committed under partial progress says (the Spark path's wording).
 DROPPED = "commit dropped (conflict with a concurrent commit)"
-
-
-_DECIMAL_TYPE = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 
 #: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
 #: group of thousands of files never sits in memory at once.
@@ -99,9 +96,10 @@ def _arrow_schema(schema_json: dict[str, Any]):
         kind = field["type"]
         if kind in simple:
             arrow_type = simple[kind]
-        else:  # decimal(p, s): checked by arrow_ineligibility
-            precision, scale = (int(x) for x in kind[len("decimal("):-1].split(","))
-            arrow_type = pa.decimal128(precision, scale)
+        else:
+            decimal = decimal_type(kind)
+            assert decimal is not None, kind  # arrow_ineligibility refused every other type
+            arrow_type = pa.decimal128(*decimal)
         fields.append(pa.field(field["name"], arrow_type, nullable=not field["required"],
                                metadata={b"PARQUET:field_id": str(field["id"]).encode()}))
     return pa.schema(fields)
@@ -216,10 +214,10 @@ def _layout(jtable) -> _Layout:
     config = iceberg.java_class(jtable, "org.apache.iceberg.MetricsConfig").forTable(jtable)
     columns = []
     for field in schema_json["fields"]:
-        decimal = _DECIMAL_TYPE.match(field["type"])
+        decimal = decimal_type(field["type"])
         columns.append(_Column(int(field["id"]), field["name"], field["type"],
                                MetricsMode.parse(str(config.columnMode(field["name"]))),
-                               int(decimal.group(2)) if decimal else None))
+                               decimal[1] if decimal else None))
     spec_json = json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.PartitionSpecParser")
                                .toJson(jtable.spec())))
     return _Layout(_arrow_schema(schema_json), columns, spec_json,
@@ -271,7 +269,11 @@ class _GroupWriter:
         return files
 
     def _read(self, data_file: dict[str, Any]):
-        constants = identity_constants(self.layout.spec_json, data_file.get("partition", []), self.layout.types)
+        try:
+            constants = identity_constants(self.layout.spec_json, data_file.get("partition", []), self.layout.types)
+        except ValueError as error:  # a value Python's types do not hold (a date past the year 9999)
+            raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
+                                     f"{error}") from error
         return _read_by_field_id(data_file["file-path"], self.layout.arrow_schema, constants)
 
     def write(self) -> None:
