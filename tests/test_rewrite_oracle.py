@@ -214,6 +214,8 @@ def _partition_only_in_metadata() -> Recipe:
 
 
 REGRESSIONS = [_issue_table(), _partition_only_in_metadata()]
+#: What the oracle checked in this run, for the figures block of docs/safety.md.
+CHECKED = {"tables": 0, "files": 0, "filters": 0}
 #: Filters Iceberg's own compaction answered wrongly (reported, not failed: the oracle's judge errs there),
 #: with the truth and Iceberg's answer.
 ICEBERG_WRONG: list[tuple[str, int, int]] = []
@@ -555,6 +557,9 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe) -> None:
     ours_alone = [(f, t, o, i) for (f, t, o), i in zip(wrong, judged, strict=True) if i == t]
     assert not ours_alone, "\n".join(f"{f[:120]}: truth {t}, ours {o}, Iceberg's {i}" for f, t, o, i in ours_alone)
     ICEBERG_WRONG.extend((f, t, i) for (f, t, _), i in zip(wrong, judged, strict=True))
+    CHECKED["tables"] += 1
+    CHECKED["files"] += len(new_files)
+    CHECKED["filters"] += len(filters) + len(checks)
     for (expression, sql), expected in zip(checks, truth[len(filters):], strict=True):
         assert table.scan(row_filter=expression).to_arrow().num_rows == expected, (sql[:120], expected)
     if EXPLORING:  # what Iceberg's own compaction answers wrongly where ours is right: reported
@@ -645,8 +650,20 @@ def _settings():
 
 @pytest.fixture(scope="module", autouse=True)
 def _report_icebergs_wrong_answers():
-    """The filters Iceberg's own copy answered wrongly, kept for docs/safety.md (test-output/)."""
+    """The run's figure for docs/safety.md, and the filters Iceberg's own copy answered wrongly
+    (test-output/oracle-iceberg-wrong.txt)."""
     yield
+    if CHECKED["tables"]:
+        import pyspark
+        from generated_pages import save_figure
+
+        track = ".".join(pyspark.__version__.split(".")[:2])
+        save_figure(f"rewrite-oracle-spark{track}", (
+            f"Rewrite oracle (Spark {track}): {CHECKED['tables']} tables ({len(REGRESSIONS)} regression cases, the "
+            f"rest generated) compacted by the default path and by Iceberg's `rewrite_data_files`; "
+            f"{CHECKED['files']} new files' metrics held to their values, {CHECKED['filters']} filtered queries "
+            f"answered as the truth; filters Iceberg's own copy answered wrongly: {len(ICEBERG_WRONG)} "
+            "(`tests/test_rewrite_oracle.py`)"))
     if ICEBERG_WRONG:
         from conftest import OUTPUT_DIR
 
