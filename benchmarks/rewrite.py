@@ -236,7 +236,7 @@ its defaults, so `rewriter='auto'`; it ran the {task_rewriter} rewriter here).
 
 Where the fastest warm Arrow rewrite's {arrow_warm_s:.2f} s went (each stage's span in that run: table load,
 eligibility, Iceberg's planning, each group's file list from Iceberg's JSON of its scan tasks, the groups'
-reading and writing with the new files' metrics read back by Iceberg ({stages["metrics (summed over threads)"]:.2f} s
+reading and writing with each new file's metrics built from its values, and the files' entries parsed by Iceberg ({stages["metrics (summed over threads)"]:.2f} s
 summed over the group threads), and Iceberg's validated commit):
 
 {markdown_table(["stage", "s", "share", "x the limit"], stage_rows)}
@@ -245,10 +245,10 @@ summed over the group threads), and Iceberg's validated commit):
 else to do: no catalog, no planning, no commit. The Arrow rewriter does the same reading and
 writing (each group's files read by field ID on a thread pool, the new file written in the
 table's codec at parquet-mr's level) plus what a rewrite must: Iceberg plans the groups from the
-manifests, hands each group's files over in one round trip, reads the new files' footers back
-for their metrics and commits with its validation. In the fastest warm run above, the reading and
+manifests, hands each group's files over in one round trip, takes the new files' metrics built
+from the values written (no footer read back) and commits with its validation. In the fastest warm run above, the reading and
 writing took {stages["read and write"] / limit_s:.2f} x the copy's time (zstd at parquet-mr's level 3,
-as Iceberg's writer, against Arrow's default 1, and the metrics read back), and Iceberg's stages around it
+as Iceberg's writer, against Arrow's default 1, and the metrics built from the values), and Iceberg's stages around it
 {arrow_warm_s - stages["read and write"]:.2f} s. Iceberg's Spark action reads every file through
 its own reader (copying the Hadoop configuration for each) and writes through Spark's row path
 (the profile section below). Cold, the JVM's first Iceberg work also pays class loading and code
