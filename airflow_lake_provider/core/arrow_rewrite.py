@@ -15,6 +15,7 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
+from airflow_lake_provider.core.file_metrics import FLOATING_TYPES
 from airflow_lake_provider.core.snapshots import counts_no_delete_files
 
 #: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
@@ -120,10 +121,6 @@ def parquet_codec(properties: Mapping[str, str]) -> tuple[str, int | None] | Non
     return _CODECS[codec], int(level) if level not in (None, "") else _DEFAULT_LEVELS.get(codec)
 
 
-#: Iceberg types written without a dictionary and without footer statistics (:func:`dictionary_columns`).
-_FLOATING = ("float", "double")
-
-
 def dictionary_columns(properties: Mapping[str, str], columns: Iterable[tuple[str, str]]) -> list[str]:
     """The columns (name, Iceberg type) written with a dictionary: those the table does not disable
     (``write.parquet.dict-encoding-enabled.column.<name>``), floating-point ones left out.
@@ -135,13 +132,13 @@ def dictionary_columns(properties: Mapping[str, str], columns: Iterable[tuple[st
     either, the row group is read; files are still pruned by the manifests' bounds (docs/safety.md)."""
     prefix = "write.parquet.dict-encoding-enabled.column."
     return [name for name, type_name in columns
-            if type_name not in _FLOATING and properties.get(prefix + name, "true").lower() != "false"]
+            if type_name not in FLOATING_TYPES and properties.get(prefix + name, "true").lower() != "false"]
 
 
 def statistics_columns(columns: Iterable[tuple[str, str]]) -> list[str]:
     """The columns (name, Iceberg type) whose footers carry statistics: all but floating-point ones
     (why: :func:`dictionary_columns`)."""
-    return [name for name, type_name in columns if type_name not in _FLOATING]
+    return [name for name, type_name in columns if type_name not in FLOATING_TYPES]
 
 
 def row_group_bytes(properties: Mapping[str, str]) -> int:

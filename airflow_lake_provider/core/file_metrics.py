@@ -36,8 +36,8 @@ from typing import Any
 
 _TRUNCATE = re.compile(r"^truncate\((\d+)\)$")
 
-#: Iceberg types whose values the bounds of this module order and serialize.
-_FLOATS = {"float", "double"}
+#: Iceberg's floating-point types: NaN counted apart from the bounds, zeros bounded for both signs.
+FLOATING_TYPES = frozenset({"float", "double"})
 
 
 @dataclass(frozen=True)
@@ -121,7 +121,7 @@ def file_metrics(record_count: int, columns: Iterable[tuple[int, str, MetricsMod
         metrics.column_sizes[field_id] = int(column_sizes.get(field_id, 0))
         metrics.value_counts[field_id] = found.values
         metrics.null_value_counts[field_id] = found.nulls
-        if type_name in _FLOATS:
+        if type_name in FLOATING_TYPES:
             metrics.nan_value_counts[field_id] = found.nans
         if not mode.bounds or found.lower is None:
             continue
@@ -136,7 +136,7 @@ def file_metrics(record_count: int, columns: Iterable[tuple[int, str, MetricsMod
 
 def widened_zeros(type_name: str, lower: Any, upper: Any) -> tuple[Any, Any]:
     """A zero bound of a float column widened to both signs: ``-0.0`` below, ``+0.0`` above."""
-    if type_name not in _FLOATS:
+    if type_name not in FLOATING_TYPES:
         return lower, upper
     return (-0.0 if lower == 0 else lower), (0.0 if upper == 0 else upper)
 

@@ -63,8 +63,6 @@ def partition_id(spec_id: int, partition: Mapping[str, Any]) -> tuple[int, str]:
     return int(spec_id), partition_key(partition)
 
 
-__all__ = ["json_value", "partition_id", "partition_key", "partition_values"]
-
 
 def identity_constants(spec: Mapping[str, Any], partition: list[Any],
                        types: Mapping[int, str]) -> dict[int, Any]:
@@ -99,3 +97,6 @@ def single_value(type_name: str, value: Any) -> Any:
     if type_name in ("float", "double") and isinstance(value, str):
         return float(value)  # NaN and the infinities are JSON text
     return value
+
+
+__all__ = ["identity_constants", "json_value", "partition_id", "partition_key", "partition_values", "single_value"]

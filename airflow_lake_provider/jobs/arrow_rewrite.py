@@ -41,7 +41,14 @@ from airflow_lake_provider.core.arrow_rewrite import (
     split_into_outputs,
     statistics_columns,
 )
-from airflow_lake_provider.core.file_metrics import ColumnStats, FileMetrics, MetricsMode, file_metrics, unscaled
+from airflow_lake_provider.core.file_metrics import (
+    FLOATING_TYPES,
+    ColumnStats,
+    FileMetrics,
+    MetricsMode,
+    file_metrics,
+    unscaled,
+)
 from airflow_lake_provider.core.partitions import identity_constants
 from airflow_lake_provider.jobs import iceberg
 
@@ -147,7 +154,7 @@ def _observe(stats: dict[int, ColumnStats], table, columns: list[_Column]) -> No
         if not column.mode.counts:
             continue
         values, nans = original, 0
-        if column.type in ("float", "double"):
+        if column.type in FLOATING_TYPES:
             is_nan = pc.is_nan(values)
             nans = int(pc.sum(is_nan).as_py() or 0)
             if nans:
@@ -201,15 +208,26 @@ class _Column:
 
 @dataclass(frozen=True)
 class _Layout:
-    """What every group of one rewrite writes by: the table's schema, columns and partition spec."""
+    """What every group of one rewrite writes by, read from the table once: its schema, columns, partition
+    spec and sort order, and its Parquet settings (codec and level, row-group size, which columns get a
+    dictionary and footer statistics)."""
 
     arrow_schema: Any
     columns: list[_Column]
     spec_json: dict[str, Any]
-    types: dict[int, str]
+    sort_order_id: int
+    codec: str
+    level: int | None
+    row_group_bytes: int
+    dictionary: list[str]
+    statistics: list[str]
+
+    @property
+    def types(self) -> dict[int, str]:
+        return {column.field_id: column.type for column in self.columns}
 
 
-def _layout(jtable) -> _Layout:
+def _layout(jtable, properties: dict[str, str]) -> _Layout:
     schema_json = _schema_json(jtable)
     config = iceberg.java_class(jtable, "org.apache.iceberg.MetricsConfig").forTable(jtable)
     columns = []
@@ -220,8 +238,10 @@ def _layout(jtable) -> _Layout:
                                decimal[1] if decimal else None))
     spec_json = json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.PartitionSpecParser")
                                .toJson(jtable.spec())))
-    return _Layout(_arrow_schema(schema_json), columns, spec_json,
-                   {int(f["id"]): f["type"] for f in schema_json["fields"]})
+    codec, level = parquet_codec(properties) or ("gzip", 6)
+    named = [(column.name, column.type) for column in columns]
+    return _Layout(_arrow_schema(schema_json), columns, spec_json, int(jtable.sortOrder().orderId()), codec, level,
+                   row_group_bytes(properties), dictionary_columns(properties, named), statistics_columns(named))
 
 
 @dataclass
@@ -237,13 +257,9 @@ class _GroupWriter:
     """Writes one file group's new files and sets them as the group's output, with the metrics of the
     values written (``core/file_metrics.py``); ``abort`` deletes whatever it wrote."""
 
-    def __init__(self, spark, jtable, group, layout: _Layout, properties: dict[str, str], pool):
+    def __init__(self, spark, jtable, group, layout: _Layout, pool):
         self.spark, self.jtable, self.group, self.layout, self.pool = spark, jtable, group, layout, pool
         self.spec = jtable.spec()
-        self.codec, self.level = parquet_codec(properties) or ("gzip", 6)
-        self.dictionary = dictionary_columns(properties, ((c.name, c.type) for c in layout.columns))
-        self.statistics = statistics_columns((c.name, c.type) for c in layout.columns)
-        self.row_group_bytes = row_group_bytes(properties)
         self.outputs: list[_Output] = []
         self.files = self._files()
 
@@ -312,12 +328,13 @@ class _GroupWriter:
                     # Footer statistics serve readers' row-group filters (Arrow leaves out what it
                     # cannot bound; none for floats, nor a dictionary: core/arrow_rewrite.py says why);
                     # the manifests' metrics are built from the values (_observe).
-                    writer = pq.ParquetWriter(_local(location), self.layout.arrow_schema, compression=self.codec,
-                                              compression_level=self.level, store_schema=False,
-                                              write_statistics=self.statistics, use_dictionary=self.dictionary)
+                    layout = self.layout
+                    writer = pq.ParquetWriter(_local(location), layout.arrow_schema, compression=layout.codec,
+                                              compression_level=layout.level, store_schema=False,
+                                              write_statistics=layout.statistics, use_dictionary=layout.dictionary)
                 buffered.append(table)
                 size += table.nbytes
-                if size >= self.row_group_bytes:
+                if size >= self.layout.row_group_bytes:
                     flush()
             if writer is not None:
                 flush()
@@ -343,9 +360,9 @@ class _GroupWriter:
             footer = pq.read_metadata(_local(output.location))
             metrics = file_metrics(output.records, ((c.field_id, c.type, c.mode) for c in self.layout.columns),
                                    output.stats, _column_sizes(footer))
-            document = _content_file_json(output.location, int(self.spec.specId()), partition,
+            document = _content_file_json(output.location, int(self.layout.spec_json["spec-id"]), partition,
                                           os.path.getsize(_local(output.location)), metrics, _split_offsets(footer),
-                                          int(self.jtable.sortOrder().orderId()))
+                                          self.layout.sort_order_id)
             files.add(parser.fromJson(mapper.readTree(json.dumps(document)), self.spec))
         return files
 
@@ -407,8 +424,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     groups = iceberg.bin_pack_groups(spark, jtable, expression, start.snapshotId(), options)
     if not groups:
         return outcome
-    layout = _layout(jtable)
-    properties = iceberg.string_map(jtable.properties())
+    layout = _layout(jtable, iceberg.string_map(jtable.properties()))
     name = iceberg.rewrite_group_namer(spark, jtable)
     spec_id = int(jtable.spec().specId())
     cores = os.cpu_count() or 2
@@ -417,7 +433,7 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
         # Every group's files are known (and checked) before the first file is written.
-        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, properties, reads),
+        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, reads),
                                        groups))
         futures = [groups_pool.submit(writer.write) for writer in writers]
         failure = None
