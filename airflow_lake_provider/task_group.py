@@ -13,8 +13,10 @@ a good run, and a failed step fails the run. See docs/your-own-dag.md.
 
 from __future__ import annotations
 
+import inspect
 from collections.abc import Mapping
 from datetime import timedelta
+from functools import cache
 from typing import Any, cast
 
 from airflow.sdk import TaskGroup
@@ -22,6 +24,7 @@ from airflow.sdk import TaskGroup
 from airflow_lake_provider.core.approval import DeletionThreshold
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.lease import (
@@ -77,9 +80,45 @@ class LakeMaintenanceGroup(TaskGroup):
         return self._task(RELEASE_LEASE)
 
 
-def _given(**options: Any) -> dict[str, Any]:
-    """The options a caller set: ``None`` leaves the operator's own default in place."""
-    return {name: value for name, value in options.items() if value is not None}
+#: What the group sets on its tasks itself: refused in a step's mapping.
+GROUP_ARGUMENTS = frozenset({"task_id", "table", "lease", "require_lease", "trigger_rule", "require_approval",
+                             "lake_conn_id", "dry_run"})
+
+
+def step_arguments(operator: type[LakeMaintenanceOperator], settings: Mapping[str, Any] | None,
+                   *, where: str) -> dict[str, Any]:
+    """A step's mapping checked at parse time: its step's settings (by the step's own check: unknown
+    names, types, settings the group wires) and arguments of the step's task (``driver_memory``,
+    ``pool``, ``retries``...)."""
+    if settings is None:
+        return {}
+    if not isinstance(settings, Mapping):
+        raise LakeConfigError(f"lake_maintenance_group: {where} must be a mapping of the step's settings; "
+                              f"got {settings!r}.")
+    step = operator.step_class
+    assert step is not None
+    own = {key: value for key, value in settings.items() if key in step.parameter_names()}
+    step.check(own, where=f"lake_maintenance_group({where}=...)")
+    taken = [key for key in settings if key in GROUP_ARGUMENTS]
+    if taken:
+        raise LakeConfigError(f"lake_maintenance_group({where}=...): {', '.join(taken)} is set by the group "
+                              "itself (dry_run and lake_conn_id on the group, the rest wired from its other tasks).")
+    unknown = [key for key in settings if key not in own and key not in _task_arguments(operator)]
+    if unknown:
+        step.check({unknown[0]: None}, where=f"lake_maintenance_group({where}=...)")  # names the closest setting
+    return dict(settings)
+
+
+@cache
+def _task_arguments(operator: type) -> frozenset[str]:
+    """The keyword arguments ``operator``'s task takes (Airflow's, the connections', Spark's)."""
+    names: set[str] = set()
+    for klass in operator.__mro__:
+        init = klass.__dict__.get("__init__")
+        if init is not None:
+            names |= {p.name for p in inspect.signature(init).parameters.values()
+                      if p.kind in (inspect.Parameter.KEYWORD_ONLY, inspect.Parameter.POSITIONAL_OR_KEYWORD)}
+    return frozenset(names - {"self"})
 
 
 def lake_maintenance_group(
@@ -89,30 +128,11 @@ def lake_maintenance_group(
     prefix_group_id: bool = True,
     lake_conn_id: str = "lake_default",
     spark_conn_id: str = "spark_default",
-    # plan
-    target_file_size_bytes: int | None = None,
-    min_input_files: int | None = None,
-    partition_filter: str | None = None,
-    max_files: int | None = None,
-    max_bytes: int | None = None,
-    scope: str | None = None,
-    engine: str | None = None,
-    # rewrite
-    strategy: str | None = None,
-    sort_order: str | None = None,
-    zorder_columns: list[str] | None = None,
-    rewriter: str | None = None,
-    # expire (and clean: override_table_retention)
-    override_table_retention: bool | None = None,
-    older_than: str | None = None,
-    retain_last: int | None = None,
-    # clean
-    policy: str | None = None,
-    retained: int | None = None,
-    remove_orphans: bool | None = None,
-    orphan_older_than_hours: float | None = None,
-    # rewrite, expire and clean
-    dry_run: bool | None = None,
+    plan: Mapping[str, Any] | None = None,
+    rewrite: Mapping[str, Any] | None = None,
+    expire: Mapping[str, Any] | None = None,
+    clean: Mapping[str, Any] | None = None,
+    dry_run: bool | str | None = None,
     cleanup_trigger_rule: str = "none_failed",
     lease: bool | Mapping[str, Any] = True,
     approve_deletions_over: DeletionThreshold | dict[str, Any] | None = None,
@@ -122,10 +142,13 @@ def lake_maintenance_group(
 ) -> LakeMaintenanceGroup:
     """Plan, compact, expire and clean ``table`` in a TaskGroup of the DAG being defined.
 
-    Every option is templated (``"{{ params.x }}"`` works), named as the operator that takes it
-    names it, and ``None`` means the operator's own default (see each operator's docs).
+    Each step takes its settings by step: ``plan={...}``, ``rewrite={...}``, ``expire={...}``,
+    ``clean={...}``, each a mapping of that step's settings (the reference tables of
+    docs/operators/: every setting of the step, templated, ``"{{ params.x }}"`` works) and of
+    arguments for that step's task alone (``driver_memory``, ``pool``, ``retries``...). They are
+    checked when the DAG is parsed: an unknown name is refused naming the closest setting.
     ``operator_kwargs`` (``pool``, ``retries``, ``spark_conf``, ``deploy_mode`` ...) go to all four
-    step operators.
+    step tasks.
 
     Wiring, all through ``XComArg``s of this group's tasks: the rewrite takes ``plan.output``
     (it checks the planned snapshot is still in the lineage); expire protects ``rewrite.output``
@@ -139,10 +162,8 @@ def lake_maintenance_group(
         (``demo.events`` -> ``demo_events``), required when ``table`` is a template.
     :param prefix_group_id: ``False`` keeps the task ids ``plan``, ``rewrite``, ``expire``,
         ``clean`` (one such group per DAG): what the shipped single-table DAGs do.
-    :param older_than: with ``override_table_retention``, expire snapshots of main older than
-        this (``"7d"``, ``"36h"``); see :class:`IcebergExpireSnapshotsOperator`.
-    :param policy: the clean step's policy (``KEEP_LATEST_COMMITS``...), with ``retained`` its n;
-        ``remove_orphans=False`` leaves orphan files alone.
+    :param dry_run: rewrite, expire and clean report what they would do and change nothing (and
+        no lease is taken).
     :param lease: one maintenance run per table at a time (docs/lease.md): ``acquire_lease``
         (the group's setup) takes the table's lease before the plan, every step checks and renews
         it, ``release_lease`` (its teardown) gives it back after clean whatever happened, without
@@ -160,6 +181,11 @@ def lake_maintenance_group(
     :param approval_timeout: how long a gate waits for a person; no answer in time fails the gate
         and the run (no answer is no approval). ``None`` (default): it waits until answered.
     """
+    plan_args = step_arguments(IcebergRewritePlanOperator, plan, where="plan")
+    rewrite_args = step_arguments(IcebergRewriteDataFilesOperator, rewrite, where="rewrite")
+    expire_given = step_arguments(IcebergExpireSnapshotsOperator, expire, where="expire")
+    clean_given = step_arguments(IcebergCleanPolicyOperator, clean, where="clean")
+    dry: dict[str, Any] = {} if dry_run is None else {"dry_run": dry_run}
     templated = "{{" in table
     if group_id is None:
         if templated:
@@ -175,36 +201,26 @@ def lake_maintenance_group(
         acquire = None
         if lease_options is not None:
             acquire = IcebergAcquireLeaseOperator(task_id=ACQUIRE_LEASE, table=table, lake_conn_id=lake_conn_id,
-                                                  **_given(dry_run=dry_run), **lease_options)
+                                                  **dry, **lease_options)
             # Every step holds the run's lease; without it (acquire skipped) a step skips itself. A
             # pull by the acquire task object's own id, not an XComArg: an XComArg would also add an
             # edge from the setup to expire and clean, and Airflow allows only all_success tasks
             # right after a setup (they run under cleanup_trigger_rule).
             common.update(lease=f"{{{{ ti.xcom_pull(task_ids='{acquire.task_id}') }}}}", require_lease=True)
-        plan = IcebergRewritePlanOperator(
-            task_id=PLAN, **common,
-            **_given(target_file_size_bytes=target_file_size_bytes, min_input_files=min_input_files,
-                     partition_filter=partition_filter, max_files=max_files, max_bytes=max_bytes, scope=scope,
-                     engine=engine),
-        )
-        rewrite = IcebergRewriteDataFilesOperator(
+        plan_task = IcebergRewritePlanOperator(task_id=PLAN, **{**common, **plan_args})
+        rewrite_task = IcebergRewriteDataFilesOperator(
             # The XComArgs here (plan, approved, lease) are the upstream results once Airflow resolves them.
-            task_id=REWRITE, **common, plan=cast("dict[str, Any]", plan.output), require_plan=True,
-            **_given(strategy=strategy, sort_order=sort_order, zorder_columns=zorder_columns, rewriter=rewriter,
-                     dry_run=dry_run),
+            task_id=REWRITE, **{**common, **rewrite_args, **dry}, plan=cast("dict[str, Any]", plan_task.output),
+            require_plan=True,
         )
         if isinstance(approve_deletions_over, DeletionThreshold):
             approve_deletions_over.validate()
-        expire_args = {**common, "protected_snapshot_ids": rewrite.output, "trigger_rule": cleanup_trigger_rule,
-                       **_given(override_table_retention=override_table_retention, older_than=older_than,
-                                retain_last=retain_last)}
+        expire_args = {**common, **expire_given, "protected_snapshot_ids": rewrite_task.output,
+                       "trigger_rule": cleanup_trigger_rule}
 
         def clean_args(expire_step: Any) -> dict[str, Any]:
-            return {**common, "protected_snapshot_ids": [rewrite.output, expire_step.output],
-                    "expire_result": expire_step.output, "trigger_rule": cleanup_trigger_rule,
-                    **_given(policy=policy, retained=retained, remove_orphans=remove_orphans,
-                             orphan_older_than_hours=orphan_older_than_hours,
-                             override_table_retention=override_table_retention)}
+            return {**common, **clean_given, "protected_snapshot_ids": [rewrite_task.output, expire_step.output],
+                    "expire_result": expire_step.output, "trigger_rule": cleanup_trigger_rule}
 
         def gate(step: str, task_id: str, preview: Any, also_skip: list[str],
                  threshold: DeletionThreshold | Mapping[str, Any]) -> LakeDeletionApprovalOperator:
@@ -214,9 +230,9 @@ def lake_maintenance_group(
                 response_timeout=approval_timeout)
 
         if approve_deletions_over is None:
-            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **_given(dry_run=dry_run))
-            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire), **_given(dry_run=dry_run))
-            plan >> rewrite >> expire >> clean
+            expire_task = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **dry)
+            clean_task = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire_task), **dry)
+            plan_task >> rewrite_task >> expire_task >> clean_task
         else:
             expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
             approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN],
@@ -224,23 +240,24 @@ def lake_maintenance_group(
             # The step runs after a skipped rewrite too (cleanup_trigger_rule), so the trigger rule cannot
             # be what stops it: require_approval makes it skip itself when its gate passed nothing, and a
             # gate that failed or timed out fails it (none_failed).
-            expire = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args,
-                                                    approved=cast("dict[str, Any]", approve_expire.output),
-                                                    require_approval=True, **_given(dry_run=dry_run))
-            clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire), dry_run=True)
+            expire_task = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args,
+                                                         approved=cast("dict[str, Any]", approve_expire.output),
+                                                         require_approval=True, **dry)
+            clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire_task), dry_run=True)
             approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [], approve_deletions_over)
-            clean = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire),
-                                               approved=cast("dict[str, Any]", approve_clean.output),
-                                               require_approval=True, **_given(dry_run=dry_run))
-            plan >> rewrite >> expire_preview >> approve_expire >> expire >> clean_preview >> approve_clean >> clean
+            clean_task = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire_task),
+                                                    approved=cast("dict[str, Any]", approve_clean.output),
+                                                    require_approval=True, **dry)
+            (plan_task >> rewrite_task >> expire_preview >> approve_expire >> expire_task >> clean_preview
+             >> approve_clean >> clean_task)
         if acquire is not None:
             # Setup and teardown: the release runs after clean whatever happened (not when the
             # acquire itself skipped or failed: then there is nothing to give back), and Airflow
             # leaves it out of the run's state and of the group's leaves.
             release = IcebergReleaseLeaseOperator(task_id=RELEASE_LEASE, lease=cast("dict[str, Any]", acquire.output),
                                                   lake_conn_id=lake_conn_id)
-            acquire.as_setup() >> plan
-            clean >> release.as_teardown(setups=acquire)
+            acquire.as_setup() >> plan_task
+            clean_task >> release.as_teardown(setups=acquire)
     return group
 
 

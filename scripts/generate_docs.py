@@ -203,6 +203,9 @@ def main() -> int:
     print(f"docs/your-own-dag.md outcomes: {'written' if outcomes else 'unchanged (no observations)'}")
     safety = REPO / "docs" / "safety.md"
     print(f"docs/safety.md figures: {'written' if write_figures(safety) else 'unchanged (no observations)'}")
+    from airflow_lake_provider.steps import reference
+    settings = reference.write(REPO / "docs")
+    print(f"docs/operators settings: {', '.join(p.name for p in settings) or 'unchanged'}")
     pins = write_pins(REPO / "docs" / "compatibility.md")
     print(f"docs/compatibility.md pins: {'written' if pins else 'unchanged (no PINS block)'}")
     return 0

@@ -121,8 +121,8 @@ from airflow_lake_provider.task_group import lake_maintenance_group
 
 with DAG(dag_id="{DAG_ID}", schedule=None, start_date=AIRFLOW_START_DATE, catchup=False,
          render_template_as_native_obj=True, params={{"events": table_param()}}) as dag:
-    lake_maintenance_group(table="{{{{ params.events }}}}", group_id="events", min_input_files=2,
-                           remove_orphans=False)
+    lake_maintenance_group(table="{{{{ params.events }}}}", group_id="events", plan={{"min_input_files": 2}},
+                           clean={{"remove_orphans": False}})
 '''
 
 

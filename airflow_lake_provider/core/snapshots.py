@@ -82,7 +82,12 @@ def require_in_lineage(table: Table, snapshot_id: int, *, table_name: str, role:
 
 
 def commits_tagged(table: Table, properties: dict[str, str], *, after: int | None = None) -> list[Snapshot]:
-    """Main-line snapshots (oldest first) whose summary carries all ``properties``, newer than ``after``."""
+    """Main-line snapshots (oldest first) whose summary carries all ``properties``, newer than ``after``.
+
+    No ``properties`` (a step run outside Airflow, with no run to tag its commits): none, since no
+    commit can be told to be this run's."""
+    if not properties:
+        return []
     found = []
     for snapshot in main_ancestry(table):
         if after is not None and snapshot.snapshot_id == after:

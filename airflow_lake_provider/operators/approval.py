@@ -6,7 +6,7 @@ import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
-from typing import Any, TypeVar
+from typing import TYPE_CHECKING, Any
 
 from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowSkipException
@@ -26,11 +26,7 @@ from airflow_lake_provider.core.approval import (
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
-from airflow_lake_provider.steps.clean import CleanStep
-from airflow_lake_provider.steps.expire import ExpireStep
-
-#: The deleting steps, which run under an approval gate when the group has one.
-GatedStep = TypeVar("GatedStep", ExpireStep, CleanStep)
+from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 #: The XCom key the gate keeps its preview under while it waits (a resumed task is a new object).
 PREVIEW_XCOM_KEY = "preview"
@@ -176,10 +172,27 @@ def _size(io: Any, path: str) -> int:
         return 0
 
 
-def keeping_to_approval(operator: Any, step: GatedStep) -> GatedStep:
-    """``step`` (an expire or clean step) with the approval it runs under: ``operator.approved`` when
-    its gate passed one, else none. A gated operator without an approval skips here (:func:`passed_gate`)."""
-    return dataclasses.replace(step, approved=operator.approved if passed_gate(operator, step.name) else None)
+class GatedOperator(LakeMaintenanceOperator):
+    """Base of the deleting steps' operators (expire, clean), which may run under an approval gate.
+
+    :param require_approval: set by the group with a gate: without an approval (rejected, skipped)
+        the step skips itself and removes nothing.
+    """
+
+    if TYPE_CHECKING:
+        # The step's dry_run setting shadows BaseOperator.dry_run(), which a maintenance step never uses.
+        dry_run: bool  # type: ignore[assignment]
+        approved: dict[str, Any] | None
+
+    def __init__(self, *, require_approval: bool = False, **kwargs: Any) -> None:
+        super().__init__(**kwargs)
+        self.require_approval = require_approval
+
+    def step(self, context: Any) -> Any:
+        """The step with the approval it runs under: ``approved`` when its gate passed one, else none;
+        a gated step without an approval skips here (:func:`passed_gate`)."""
+        step: Any = super().step(context)  # an ExpireStep or a CleanStep
+        return dataclasses.replace(step, approved=self.approved if passed_gate(self, step.name) else None)
 
 
 def passed_gate(operator: Any, step: str) -> bool:

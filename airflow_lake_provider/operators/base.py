@@ -3,7 +3,9 @@
 from __future__ import annotations
 
 import contextlib
+import copy
 import dataclasses
+import inspect
 import threading
 from collections.abc import Iterator, Sequence
 from functools import cached_property
@@ -16,7 +18,6 @@ from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
-from airflow_lake_provider.core.snapshots import describe_change
 from airflow_lake_provider.core.spark_settings import DEFAULT_SPARK_CONN_ID, SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
@@ -25,7 +26,8 @@ from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, StepLog
+from airflow_lake_provider.steps.base import Step, StepFailed
+from airflow_lake_provider.steps.runner import run_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -67,26 +69,6 @@ class LakeTable:
 
     def read_digest(self) -> TableDigest:
         return self.hook.read_table_digest(self.identifier)
-
-
-def run_prepared(step: Step, prepared: Prepared, run_job: Any) -> Outcome:
-    """The outcome of a prepared step: its ``done`` one, or the job run by ``run_job`` and finished."""
-    if prepared.done is not None:
-        return prepared.done
-    return step.finish(prepared, run_job(prepared.args))
-
-
-def summarize(log: StepLog, table: LakeTable, before: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
-    """End a step's log with one human line, what was done and the table before -> after; returns after.
-
-    An outcome that did not change the table (a dry run, nothing to do) reports ``before`` as it is,
-    without reading the table again.
-    """
-    # Callers pass outcomes with a summary only (the runner checks; the fleet's rewrite always has one).
-    assert outcome.summary is not None, "summarize needs an outcome with a summary"
-    after = table.read_digest().state() if outcome.changed else before
-    log.info("%s", describe_change(table.identifier.dotted, before, after, outcome.summary))
-    return after
 
 
 class LakeSparkOperator(BaseOperator):
@@ -250,6 +232,9 @@ class LakeMaintenanceOperator(LakeSparkOperator):
     template_fields_renderers: ClassVar[dict[str, str]] = {
         **LakeSparkOperator.template_fields_renderers, "lease": "json"
     }
+    #: The step this operator runs: its settings become the operator's keyword arguments and templated
+    #: fields, and its docstring and settings' docs the operator's docstring (``__init_subclass__``).
+    step_class: ClassVar[type[Step] | None] = None
     #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
     consumes_plan: bool = False
     #: Declares the maintenance asset alias and, after a run that changed the table, emits an event
@@ -320,27 +305,34 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         self._table_location = digest.location
         return digest
 
-    # -- the runner: one skeleton for every step ------------------------------------------------
+    # -- the step: its settings are this operator's parameters ----------------------------------
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        step_class = cls.__dict__.get("step_class")
+        if step_class is not None:
+            _derive_from_step(cls, step_class)
+
     def step(self, context: Context) -> Step:
-        """The step this operator runs, from its (coerced) parameters."""
-        raise NotImplementedError
+        """The step this operator runs, from its (rendered) settings."""
+        assert self.step_class is not None, f"{type(self).__name__} names no step_class"
+        return self.step_class.build(table=self.table, log=self.log,
+                                     **{name: getattr(self, name) for name in self.step_class.parameter_names()})
 
     def execute(self, context: Context) -> Any:
         self.coerce_rendered_fields()
         return self.run_step(self.step(context), context)
 
     def run_step(self, step: Step, context: Context) -> Any:
-        """Prepare ``step`` (no JVM), run its job while the lease is renewed, finish it, end the log
-        with the table before -> after, and keep the result for the asset event and lineage."""
-        prepared = step.prepare(self, airflow_run(context))
+        """Run ``step`` (:func:`~airflow_lake_provider.steps.runner.run_step`; its job while the lease is
+        renewed), and keep the result and the table's states for the asset event and lineage."""
         try:
-            outcome = run_prepared(step, prepared, self.run_job)
+            ran = run_step(step, self.lake_table, airflow_run(context), self.run_job)
         except StepFailed as failure:
             context["ti"].xcom_push(key=PARTIAL_RESULT_XCOM_KEY, value=failure.partial_result.to_json())
             raise
-        if outcome.summary is not None:
-            self._table_states = (prepared.before, summarize(self.log, self.lake_table, prepared.before, outcome))
-        self._result = outcome.result.to_json()
+        if ran.after is not None:
+            self._table_states = (ran.before, ran.after)
+        self._result = ran.result.to_json()
         return self._result
 
     def post_execute(self, context: Any, result: Any = None) -> None:
@@ -373,3 +365,46 @@ class LakeMaintenanceOperator(LakeSparkOperator):
 
     def get_openlineage_facets_on_failure(self, task_instance):
         return self._lineage(with_figures=False)
+
+
+def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]) -> None:
+    """Give ``cls`` the step's settings as keyword-only parameters (with their defaults and types, so
+    Airflow's ``default_args`` and the coercion of rendered text see them), templated fields and docs."""
+    settings = step_class.settings()
+    names = tuple(s.name for s in settings)
+    cls.template_fields = (*LakeMaintenanceOperator.template_fields, *names)
+    cls.template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers,
+                                     **{s.name: s.renderer for s in settings if s.renderer}}
+
+    own_init = cls.__dict__.get("__init__")  # the operator's own parameters (the plan's skip_rewrite_when_empty)
+
+    def __init__(self: LakeMaintenanceOperator, **kwargs: Any) -> None:
+        values = {s.name: kwargs.pop(s.name) if s.name in kwargs else copy.copy(s.default) for s in settings}
+        if own_init is not None:
+            own_init(self, **kwargs)
+        else:
+            super(cls, self).__init__(**kwargs)
+        for name, value in values.items():
+            setattr(self, name, value)
+
+    own = [p for p in inspect.signature(own_init).parameters.values()
+           if p.kind is inspect.Parameter.KEYWORD_ONLY] if own_init is not None else []
+
+    __init__.__qualname__ = f"{cls.__qualname__}.__init__"
+    __init__.__module__ = cls.__module__
+    __init__.__annotations__ = {**(inspect.get_annotations(own_init, eval_str=True) if own_init else {}),
+                                **{s.name: s.annotation for s in settings}}
+    __init__.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+        *(inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=s.annotation)
+          for s in settings),
+        *own,
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
+    ])
+    cls.__init__ = __init__  # type: ignore[method-assign]  # Airflow's metaclass wraps it after this
+    cls.__doc__ = "\n\n".join(part for part in (
+        inspect.cleandoc(step_class.__doc__ or ""), inspect.cleandoc(cls.__doc__ or ""),
+        "\n".join(f":param {s.name}: {s.doc}" for s in settings),
+        ("The table, lease, connection and Spark parameters are :class:`LakeMaintenanceOperator`'s. Every "
+         "parameter is templated."),
+    ) if part)

@@ -28,17 +28,11 @@ from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSe
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.base import (
-    LakeSparkOperator,
-    LakeTable,
-    airflow_run,
-    run_prepared,
-    summarize,
-    task_run,
-)
-from airflow_lake_provider.steps.base import Outcome, Prepared
+from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, task_run
+from airflow_lake_provider.steps.base import Prepared
 from airflow_lake_provider.steps.plan import PlanStep
 from airflow_lake_provider.steps.rewrite import RewriteStep
+from airflow_lake_provider.steps.runner import StepRun, complete, run_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -98,8 +92,7 @@ class IcebergFleetPlanOperator(_FleetStep):
             try:
                 step = PlanStep.build(table=table, log=self.log, **(self.plan_settings or {}))
                 step = dataclasses.replace(step, data_interval=interval)
-                prepared = step.prepare(self.lake_table(table), run)
-                plans.append(run_prepared(step, prepared, self.run_job).result.to_json())
+                plans.append(run_step(step, self.lake_table(table), run, self.run_job).result.to_json())
             except LakePlanRefused as refusal:
                 failures[table] = f"plan refused: {refusal}"
             except Exception as error:  # one table's failure is reported, the others planned
@@ -217,7 +210,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
                     self._release(table)
                     continue
                 if prepared.done is not None:
-                    results[table] = self._keep(step, prepared, prepared.done)
+                    results[table] = self._keep(complete(step, self.lake_table(table), prepared))
                 else:
                     ready.append((step, prepared))
             if ready:
@@ -244,17 +237,17 @@ class IcebergFleetRewriteOperator(_FleetStep):
             try:
                 if outcome.failed:
                     raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
-                finished = step.finish(prepared, RewriteResult.from_json(outcome.result))  # only prepared jobs ran
-                results[step.table] = self._keep(step, prepared, finished)
+                ran = complete(step, self.lake_table(step.table), prepared, RewriteResult.from_json(outcome.result))
+                results[step.table] = self._keep(ran)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
                 failures[step.table] = str(error)
                 self._release(step.table)
 
-    def _keep(self, step: RewriteStep, prepared: Prepared, outcome: Outcome) -> dict[str, Any]:
-        """The table's result, with its before -> after line logged and kept for its asset event."""
-        data = outcome.result.to_json()
-        after = summarize(self.log, self.lake_table(step.table), prepared.before, outcome)
-        self._changed.append((step.dotted, prepared.before, after, data))
+    def _keep(self, ran: StepRun) -> dict[str, Any]:
+        """The table's result, its before -> after kept for its asset event."""
+        data = ran.result.to_json()
+        assert ran.after is not None, "a rewrite always has a summary"
+        self._changed.append((data["table"], ran.before, ran.after, data))
         return data
 
     def post_execute(self, context: Context, result: Any = None) -> None:

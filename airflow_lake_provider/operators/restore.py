@@ -13,45 +13,16 @@ import argparse
 import json
 import sys
 from collections.abc import Sequence
-from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps.restore import RestoreQuarantineStep
 
-if TYPE_CHECKING:
-    from airflow.sdk import Context
-
 
 class IcebergRestoreQuarantineOperator(LakeMaintenanceOperator):
-    """Move the files of one clean run's quarantine back to their exact original paths.
+    """Restored files count as new for the orphan floor."""
 
-    For an orphan taken wrongly (say a slow writer's file older than the orphan floor, committed
-    after the clean step moved it): the table names a file that is not there until this runs.
-    A file whose original path exists again, or that is not in quarantine, is skipped with the
-    reason; nothing is ever overwritten, so running it twice is safe. Restored files count as new
-    for the orphan floor. Without ``quarantine_run`` the table's runs are listed (``runs``) and
-    nothing moves. Returns :class:`~airflow_lake_provider.core.contracts.RestoreQuarantineResult`
-    as JSON (schema: ``docs/operators/restore.md``).
-
-    :param quarantine_run: the run key (the clean result's ``quarantine_run``, e.g.
-        ``"{{ ti.xcom_pull(task_ids='clean')['quarantine_run'] }}"``) or its manifest's location
-        (``quarantine_manifest``) (templated); ``None``: list the runs.
-    :param quarantine_location: the clean step's ``quarantine_location`` (templated; ``None``:
-        beside the table).
-    """
-
+    step_class = RestoreQuarantineStep
     emits_table_events = False  # files come back; the table's metadata does not change
-    template_fields: Sequence[str] = (*LakeMaintenanceOperator.template_fields, "quarantine_run",
-                                      "quarantine_location")
-
-    def __init__(self, *, quarantine_run: str | None = None, quarantine_location: str | None = None,
-                 **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.quarantine_run = quarantine_run
-        self.quarantine_location = quarantine_location
-
-    def step(self, context: Context) -> RestoreQuarantineStep:
-        return RestoreQuarantineStep.of(self, table=self.table, log=self.log)
 
 
 def main(argv: Sequence[str] | None = None) -> int:

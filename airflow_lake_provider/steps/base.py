@@ -3,16 +3,21 @@
 Why steps are not operators: the fleet, the benchmarks and a user's own code want a table's
 checks without pretending to be Airflow. A step reads the table through a :class:`TableReader`,
 is told which Airflow run it belongs to (an :class:`~airflow_lake_provider.core.contracts.AirflowRun`
-or ``None``), and never imports Airflow. The operator layer's runner
-(:meth:`~airflow_lake_provider.operators.base.LakeMaintenanceOperator.run_step`) owns what every
-step shares: coercion, leases, submitting the job, the log summary, asset events and lineage.
+or ``None``), and never imports Airflow. :mod:`~airflow_lake_provider.steps.runner` runs it
+(prepare -> job -> finish); the operators add what only Airflow has (leases, asset events, lineage).
+
+A step's dataclass fields declared with :func:`setting` are its settings, and the only place they
+are declared: the operator's signature, templated fields and docstring, the maintenance group's
+per-step mappings and the reference tables in ``docs/operators/`` are derived from them.
 """
 
 from __future__ import annotations
 
 import dataclasses
+import difflib
 import logging
 import typing
+from collections.abc import Mapping
 from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
@@ -26,9 +31,40 @@ if TYPE_CHECKING:
 
     from airflow_lake_provider.core.table_digest import TableDigest
 
+#: The metadata key of a setting's documentation, and of the mark of a setting the maintenance group wires itself.
+DOC, WIRED = "doc", "wired"
+
 A = TypeVar("A", bound=Contract)
 R = TypeVar("R", bound=Contract)
 S = TypeVar("S", bound="Step")
+
+
+def setting(default: Any = dataclasses.MISSING, *, doc: str, wired: bool = False,
+            default_factory: Any = dataclasses.MISSING) -> Any:
+    """A step's setting: a dataclass field with its documentation (one or more sentences, reST).
+
+    ``wired``: the maintenance group sets it from an upstream task (the plan, the lease, an
+    approval), so the group refuses it in a step's mapping.
+    """
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={DOC: doc, WIRED: wired})
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting of a step, as the operators, the group and the docs read it."""
+
+    name: str
+    annotation: Any
+    default: Any
+    doc: str
+    wired: bool
+
+    @property
+    def renderer(self) -> str | None:
+        """How Airflow's UI shows the rendered value (mappings as JSON)."""
+        origin = typing.get_origin(self.annotation) or self.annotation
+        args = typing.get_args(self.annotation)
+        return "json" if origin is dict or dict in [typing.get_origin(a) or a for a in args] else None
 
 
 class StepLog(Protocol):
@@ -74,6 +110,8 @@ class Prepared(Generic[A, R]):
     before: dict[str, Any]
     args: A | None = None
     done: Outcome[R] | None = None
+    #: What prepare decided that finish needs (the step's own value: the table read, the retention decision).
+    state: Any = None
 
     def __post_init__(self) -> None:
         if (self.args is None) == (self.done is None):
@@ -102,6 +140,14 @@ class Step(Generic[A, R]):
     table: str
     log: StepLog = dataclasses.field(default=logging.getLogger(__name__), repr=False, compare=False)
 
+    def __post_init__(self) -> None:
+        """Read each setting by its type, whoever built the step (an operator's rendered text, a
+        script's ``ExpireStep(protected_snapshot_ids=[rewrite_result])``)."""
+        klass: type = type(self)
+        hints = _field_hints(klass)
+        for s in _settings(klass):
+            setattr(self, s.name, coerce(getattr(self, s.name), hints[s.name], what=s.name))
+
     @property
     def identifier(self) -> TableIdentifier:
         return TableIdentifier.parse(self.table)
@@ -111,14 +157,41 @@ class Step(Generic[A, R]):
         return self.identifier.dotted
 
     @classmethod
+    def settings(cls) -> tuple[Setting, ...]:
+        """The step's settings (its fields declared with :func:`setting`), in declaration order."""
+        klass: type = cls  # as a plain type: mypy does not see type[S] as Hashable (the cache's key)
+        return _settings(klass)
+
+    @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
-        """The step's own parameters (what an operator or a fleet's settings may set): its fields
-        but the table, the log, and the state a step keeps between prepare and finish (``init=False``)."""
-        return tuple(f.name for f in dataclasses.fields(cls) if f.init and f.name not in ("table", "log"))
+        """The names of the step's settings: what an operator, a group's mapping or a fleet may set."""
+        return tuple(s.name for s in cls.settings())
+
+    @classmethod
+    def check(cls, settings: Mapping[str, Any], *, where: str, wired_ok: bool = False) -> None:
+        """Refuse what cannot be right before anything runs (a DAG's parse): an unknown name, with the
+        closest one, a value of the wrong type, and (unless ``wired_ok``) a setting the group wires.
+
+        Values not known until run time (a ``{{ template }}``, an upstream task's output) pass.
+        """
+        known = {s.name: s for s in cls.settings()}
+        for key, value in settings.items():
+            if key not in known:
+                close = difflib.get_close_matches(key, known, n=1)
+                hint = f"did you mean {close[0]!r}? " if close else ""
+                settable = [name for name, s in known.items() if wired_ok or not s.wired]
+                raise LakeConfigError(f"{where}: the {cls.name} step has no setting {key!r}; {hint}"
+                                      f"its settings are {', '.join(settable)}.")
+            if known[key].wired and not wired_ok:
+                raise LakeConfigError(f"{where}: {key!r} of the {cls.name} step is wired by the maintenance group "
+                                      "itself (from the task before it); leave it out.")
+            if _known_now(value):
+                klass: type = cls
+                coerce(value, _field_hints(klass)[key], what=f"{where}: {key}")
 
     @classmethod
     def build(cls: type[S], *, table: str, log: StepLog | None = None, **parameters: Any) -> S:
-        """The step with ``parameters`` coerced from text (``"False"``, ``"5"``...) by the field types.
+        """The step with ``parameters`` as given (each read by its type in ``__post_init__``).
 
         Unknown parameters are refused with the names the step takes.
         """
@@ -126,17 +199,7 @@ class Step(Generic[A, R]):
         if unknown:
             raise LakeConfigError(f"The {cls.name} step takes no {', '.join(unknown)}; it takes "
                                   f"{', '.join(cls.parameter_names())}.")
-        klass: type = cls  # as a plain type: mypy does not see type[S] as Hashable (the cache's key)
-        hints = _field_hints(klass)
-        values = {key: coerce(value, hints[key], what=key) for key, value in parameters.items()}
-        return cls(table=table, **({"log": log} if log is not None else {}), **values)
-
-    @classmethod
-    def of(cls: type[S], source: Any, *, table: str, log: StepLog | None = None) -> S:
-        """The step named by ``source``'s attributes of the step's parameter names (an operator, which
-        has every one of them)."""
-        return cls(table=table, **({"log": log} if log is not None else {}),
-                   **{key: getattr(source, key) for key in cls.parameter_names()})
+        return cls(table=table, **({"log": log} if log is not None else {}), **parameters)
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[A, R]:
         """Everything before Spark, without a JVM: checks, the job's args, or the outcome."""
@@ -150,3 +213,27 @@ class Step(Generic[A, R]):
 @cache
 def _field_hints(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
+
+
+@cache
+def _settings(cls: type) -> tuple[Setting, ...]:
+    hints = _field_hints(cls)
+    return tuple(
+        Setting(f.name, hints[f.name],
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
+                f.metadata[DOC], f.metadata[WIRED])
+        for f in dataclasses.fields(cls) if DOC in f.metadata
+    )
+
+
+def _known_now(value: Any) -> bool:
+    """A value given as it is, not one Airflow fills in at run time (a template, an ``XComArg``)."""
+    if isinstance(value, str):
+        return "{{" not in value and "{%" not in value
+    if isinstance(value, (bool, int, float)) or value is None:
+        return True
+    if isinstance(value, (list, tuple)):
+        return all(_known_now(v) for v in value)
+    if isinstance(value, Mapping):
+        return all(_known_now(v) for v in value.values())
+    return False

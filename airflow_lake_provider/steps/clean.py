@@ -23,6 +23,8 @@ from airflow_lake_provider.core.retention_decision import RetentionDecision
 from airflow_lake_provider.core.retention_settings import (
     DEFAULT_CLEAN_POLICY,
     DEFAULT_CLEAN_RETAINED,
+    DEFAULT_ORPHAN_OLDER_THAN_HOURS,
+    ORPHAN_FLOOR_HOURS,
     CleanPolicy,
     CleanSettings,
     EffectiveRetention,
@@ -31,7 +33,7 @@ from airflow_lake_provider.core.retention_settings import (
 )
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.steps.approval import keep_to_approval
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
 
 
 @dataclasses.dataclass(frozen=True)
@@ -49,26 +51,58 @@ class _Decided:
 
 @dataclasses.dataclass(kw_only=True)
 class CleanStep(Step[CleanJobArgs, CleanResult]):
-    """Remove snapshots by a cleaner policy, then orphan files older than a floor (the parameters are
-    :class:`~airflow_lake_provider.operators.clean.IcebergCleanPolicyOperator`'s; ``approved`` is the
-    approval gate's result when the step runs under one)."""
+    """Remove snapshots by a cleaner policy, then orphan files older than a floor.
+
+    Policies (resolved from metadata in the worker into the exact snapshots to remove):
+    ``KEEP_LATEST_COMMITS`` (``retained`` = n) keeps the last n commits of main;
+    ``KEEP_LATEST_FILE_VERSIONS`` (n) keeps, for every partition, the snapshots holding its last n
+    versions; ``KEEP_LATEST_BY_HOURS`` (h) keeps every snapshot that was current in the last h hours.
+
+    The table's own retention is a floor no policy goes under: a snapshot is removed only when
+    the policy AND the table's retention (its ``history.expire.*`` properties and its refs'
+    settings, as Iceberg's ``expire_snapshots`` resolves them) both let it go, unless
+    ``override_table_retention=True``, when the policy alone decides main's history. Other
+    branches and tags always follow their own rules. The current snapshot and
+    ``protected_snapshot_ids`` are never removed. Orphan files (under the table location,
+    referenced by no snapshot, tag or branch) older than the orphan floor are moved to a
+    quarantine and deleted by a later clean after ``quarantine_days``, so one wrongly taken can be
+    put back (:class:`~airflow_lake_provider.operators.restore.IcebergRestoreQuarantineOperator`).
+    What expire and clean together keep is stated once, in the log and in the result's
+    ``effective_retention``. Returns :class:`~airflow_lake_provider.core.contracts.CleanResult`
+    (docs/operators/clean.md).
+    """
 
     name: ClassVar[str] = "clean"
 
-    policy: str = DEFAULT_CLEAN_POLICY.value
-    retained: int = DEFAULT_CLEAN_RETAINED
-    override_table_retention: bool = False
-    protected_snapshot_ids: SnapshotIds | None = None
-    remove_orphans: bool = True
-    orphan_older_than_hours: float | None = None
-    force_orphan_floor: bool = False
-    dry_run: bool = False
-    expire_result: dict[str, Any] | None = None
-    reference_namespaces: list[str] | None = None
-    quarantine_location: str | None = None
-    quarantine_days: float = DEFAULT_QUARANTINE_DAYS
-    approved: dict[str, Any] | None = None
-    _decided: _Decided | None = dataclasses.field(default=None, init=False, repr=False)
+    policy: str = setting(DEFAULT_CLEAN_POLICY.value, doc=(
+        f"One of {', '.join(f'``{p.value}``' for p in CleanPolicy)}."))
+    retained: int = setting(DEFAULT_CLEAN_RETAINED, doc="n (commits, versions) or h (hours) for the policy.")
+    override_table_retention: bool = setting(False, doc=(
+        "Let the policy go under the table's own retention for main."))
+    protected_snapshot_ids: SnapshotIds | None = setting(None, wired=True, doc=(
+        "IDs, lists, or upstream step results whose snapshots must stay."))
+    remove_orphans: bool = setting(True, doc="Take orphan files at all (``False``: only snapshots).")
+    orphan_older_than_hours: float | None = setting(None, doc=(
+        f"The orphan floor in hours (``None``: {DEFAULT_ORPHAN_OLDER_THAN_HOURS:g}); under {ORPHAN_FLOOR_HOURS:g} "
+        "is refused unless ``force_orphan_floor``, since a writer still in flight owns young files."))
+    force_orphan_floor: bool = setting(False, doc=f"Allow an orphan floor under {ORPHAN_FLOOR_HOURS:g} hours.")
+    dry_run: bool = setting(False, doc="Report exactly what would be removed, remove nothing.")
+    expire_result: dict[str, Any] | None = setting(None, wired=True, doc=(
+        "The expire step's result (e.g. ``expire.output``), for the statement of what the two steps together "
+        "keep; empty: the statement covers this step alone."))
+    reference_namespaces: list[str] | None = setting(None, doc=(
+        "The namespaces whose tables are checked for references to this table's files before an orphan is "
+        "taken (``None``: every namespace of the catalog)."))
+    quarantine_location: str | None = setting(None, doc=(
+        "The root of the orphans' quarantine, a path or URI outside the table location (``None``: "
+        "``.lake-quarantine`` beside the table location). Each table's runs sit under "
+        "``<quarantine_location>/<namespace>/<table>``."))
+    quarantine_days: float = setting(DEFAULT_QUARANTINE_DAYS, doc=(
+        f"Days a quarantined orphan is kept before a later clean deletes it (default {DEFAULT_QUARANTINE_DAYS:g}; "
+        "0: delete orphans at once, with no quarantine)."))
+    approved: dict[str, Any] | None = setting(None, wired=True, doc=(
+        "The approval gate's result (``approve_clean.output``): only the snapshots and orphan files it names are "
+        "removed (docs/operators/approval.md)."))
 
     def _read_history(self, reader: TableReader, policy: CleanPolicy) -> tuple[str, Any, dict[str, Any]]:
         """The table's location, history and headline figures. Only KEEP_LATEST_FILE_VERSIONS needs
@@ -105,13 +139,14 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         self.log.info("%s", together)
         if self.approved is not None:
             decision = keep_to_approval(self.approved, decision, name, "clean", self.log)
-        self._decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
-                                 quarantine_days)
+        decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
+                           quarantine_days)
         removed_refs = sorted(decision.removed_refs)
         if not decision.expire_ids and not removed_refs and cutoff is None:
             self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)
             return Prepared(before, done=Outcome(
-                self._result(CleanJobResult(dry_run=self.dry_run, snapshot_id_after=history.current_snapshot_id)),
+                self._result(decided, CleanJobResult(dry_run=self.dry_run,
+                                                     snapshot_id_after=history.current_snapshot_id)),
                 "nothing to clean", changed=False))
         return Prepared(before, args=CleanJobArgs(
             table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
@@ -119,10 +154,10 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
             quarantine_days=quarantine_days, quarantine_location=self.quarantine_location, airflow_run=run,
             approved_orphan_files=Approval.from_json(self.approved).orphan_files if self.approved is not None else None,
-        ).validate())
+        ).validate(), state=decided)
 
     def finish(self, prepared: Prepared, result: CleanJobResult) -> Outcome:
-        decided = self._prepared()
+        decided: _Decided = prepared.state
         settings, days = decided.settings, decided.quarantine_days
         verb = "would remove" if self.dry_run else "removed"
         snapshots = len(result.would_expire_snapshot_ids or result.expired_snapshot_ids)
@@ -130,10 +165,9 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
                    f"{result.orphan_file_count} orphan files"
                    f"{' (to quarantine)' if days and result.orphan_file_count else ''}")
         self._log_quarantine(result, decided.quarantine, days)
-        return Outcome(self._result(result), summary)
+        return Outcome(self._result(decided, result), summary)
 
-    def _result(self, outcome: CleanJobResult) -> CleanResult:
-        decided = self._prepared()
+    def _result(self, decided: _Decided, outcome: CleanJobResult) -> CleanResult:
         decision, settings = decided.decision, decided.settings
         explained = decision.to_dict()
         return CleanResult(
@@ -144,11 +178,6 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             planned_removals=list(decision.expire_ids), orphan_older_than_ms=decided.orphan_cutoff_ms,
             effective_retention=decided.together.to_dict(), quarantine_days=decided.quarantine_days,
         )
-
-    def _prepared(self) -> _Decided:
-        if self._decided is None:
-            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
-        return self._decided
 
     def _log_quarantine(self, outcome: CleanJobResult, root: str, days: float) -> None:
         """Say where the orphans went and how to bring them back, and what the purge removed."""

@@ -21,7 +21,7 @@ from airflow_lake_provider.core.snapshots import (
     table_state,
 )
 from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -29,8 +29,17 @@ if TYPE_CHECKING:
 
 @dataclasses.dataclass(kw_only=True)
 class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult]):
-    """Convert a table's equality deletes (the parameters are
-    :class:`~airflow_lake_provider.operators.convert_equality_deletes.IcebergConvertEqualityDeletesOperator`'s).
+    """Turn a table's equality deletes into position deletes (v2) or deletion vectors (v3).
+
+    Streaming upsert and CDC writers (Flink) delete rows by key: every reader then compares each
+    row with every deleted key, and PyIceberg cannot read such a table at all. The job finds, in
+    Spark, the positions those keys delete (with Iceberg's own delete semantics), writes one
+    file-scoped position delete file or deletion vector per affected data file, and swaps them for
+    the equality delete files in one commit validated against the snapshot it converted. No data
+    file is rewritten and no row changes; the job counts the rows of the affected files again
+    after its commit and fails loudly if they differ. Returns
+    :class:`~airflow_lake_provider.core.contracts.ConvertEqualityDeletesResult`
+    (docs/operators/convert-equality-deletes.md).
 
     A table whose current snapshot has no equality deletes starts no Spark application; a retried
     task that finds its own commit returns it instead of converting twice.
@@ -38,11 +47,15 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
 
     name: ClassVar[str] = "convert_equality_deletes"
 
-    snapshot_id: SnapshotIds | None = None
-    dry_run: bool = False
-    max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts
-    commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds
-    _format_version: int = dataclasses.field(default=2, init=False, repr=False)
+    snapshot_id: SnapshotIds | None = setting(None, doc=(
+        "The snapshot an upstream task saw (an ID or its result); the step refuses to run if it is no longer the "
+        "current snapshot or one of its ancestors. The current snapshot, which holds every delete the given one "
+        "did, is converted."))
+    dry_run: bool = setting(False, doc="Plan the conversion in Spark and report its figures; write and commit nothing.")
+    max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
+        "Attempts when the commit conflicts with another writer (1-10)."))
+    commit_retry_backoff_seconds: float = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
+        "Wait before the first retry, doubled for each further one."))
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         tags = run.snapshot_properties() if run else {}
@@ -57,7 +70,7 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
             require_in_lineage(table, snapshot_id, table_name=name, role="given")
         before = table_state(table)
         current = table.current_snapshot()
-        version = self._format_version = int(table.metadata.format_version)
+        version = int(table.metadata.format_version)
 
         earlier = [s for s in commits_tagged(table, tags, after=given[-1] if given else None)
                    if CONVERT_ID_PROPERTY in (s.summary or {})]
@@ -74,10 +87,10 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
                 ConvertEqualityDeletesResult.unchanged(
                     name, version, current.snapshot_id if current is not None else None, dry_run=self.dry_run),
                 "no equality deletes, nothing to convert", changed=False))
-        return Prepared(before, args=job_args)
+        return Prepared(before, args=job_args, state=version)
 
     def finish(self, prepared: Prepared, result: ConvertEqualityDeletesResult) -> Outcome:
-        kind = "deletion vectors" if self._format_version >= 3 else "position delete files"
+        kind = "deletion vectors" if prepared.state >= 3 else "position delete files"
         conflicts = [a for a in result.attempts if a["outcome"] == "conflict"]
         if conflicts:
             self.log.warning("The conversion met concurrent commits and planned again: %s", conflicts)

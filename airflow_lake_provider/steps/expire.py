@@ -9,32 +9,57 @@ from typing import Any, ClassVar
 
 from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
-from airflow_lake_provider.core.retention_decision import resolve_expiry
+from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
 from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.steps.approval import keep_to_approval
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+
+
+@dataclasses.dataclass(frozen=True)
+class _Report:
+    """What prepare decided, for the result."""
+
+    decision: RetentionDecision
+    settings: ExpirySettings
+    current_id: int | None
 
 
 @dataclasses.dataclass(kw_only=True)
 class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
-    """Expire a table's snapshots (the parameters are
-    :class:`~airflow_lake_provider.operators.expire.IcebergExpireSnapshotsOperator`'s; ``approved``
-    is the approval gate's result when the step runs under one).
+    """Expire snapshots of a table; Iceberg deletes the files that only expired snapshots held.
 
-    Which snapshots go is decided from metadata before any JVM; Spark then expires exactly those
-    IDs, re-checking them first. With nothing to expire and no ref to remove, no job runs.
+    Which snapshots go is decided from metadata in the worker, before any JVM. By default the
+    table's own retention decides, exactly as Iceberg's ``expire_snapshots`` would: its
+    ``history.expire.min-snapshots-to-keep`` / ``max-snapshot-age-ms`` / ``max-ref-age-ms``
+    properties and every branch's and tag's own settings (tags and branches past their
+    ``max-ref-age-ms`` are removed, ``main`` never). ``older_than`` / ``retain_last`` replace the
+    table's rules for main only with ``override_table_retention=True``; given without it they are
+    refused, so a DAG default can never silently shorten the time travel a table's owner asked for.
+    Never expired: the current snapshot, the head of a tag or branch that stays, and
+    ``protected_snapshot_ids``. Spark then expires exactly those IDs, re-checking them first; with
+    nothing to expire and no ref to remove, no job runs. The log lists the rule that kept or
+    removed every snapshot. Returns :class:`~airflow_lake_provider.core.contracts.ExpireResult`
+    (docs/operators/expire.md).
     """
 
     name: ClassVar[str] = "expire"
 
-    override_table_retention: bool = False
-    older_than: str | date | timedelta | None = None
-    retain_last: int | None = None
-    snapshot_ids: SnapshotIds | None = None
-    protected_snapshot_ids: SnapshotIds | None = None
-    dry_run: bool = False
-    approved: dict[str, Any] | None = None
-    _report: tuple[Any, ExpirySettings, int | None] | None = dataclasses.field(default=None, init=False, repr=False)
+    override_table_retention: bool = setting(False, doc=(
+        "Apply ``older_than`` / ``retain_last`` instead of the table's own retention for main."))
+    older_than: str | date | timedelta | None = setting(None, doc=(
+        "With the override, a duration (``\"7d\"``, ``\"36h\"``, ``\"P3D\"``, a ``timedelta``) or a timestamp "
+        "(ISO text, a ``datetime``); empty: the table's ``max-snapshot-age-ms``."))
+    retain_last: int | None = setting(None, doc=(
+        "With the override, keep at least this many snapshots of main (>= 1); empty: the table's "
+        "``min-snapshots-to-keep``."))
+    snapshot_ids: SnapshotIds | None = setting(None, doc="Explicit snapshot IDs to expire as well.")
+    protected_snapshot_ids: SnapshotIds | None = setting(None, wired=True, doc=(
+        "IDs, lists, or upstream step results (e.g. the rewrite's output) whose snapshots must stay."))
+    dry_run: bool = setting(False, doc="Decide and report, change nothing.")
+    approved: dict[str, Any] | None = setting(None, wired=True, doc=(
+        "The approval gate's result (``approve_expire.output``): only the snapshots it names are expired; those "
+        "the fresh decision adds (the table moved on while a person read the list) stay for the next run. "
+        "``None``: no gate, the decision alone."))
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         now_ms = int(time.time() * 1000)
@@ -53,7 +78,7 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
             decision = keep_to_approval(self.approved, decision, name, "expire", self.log)
         before = digest.state()
         current_id = history.current_snapshot_id
-        self._report = (decision, settings, current_id)
+        report = _Report(decision, settings, current_id)
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
             self.log.info("%s %d snapshots of %s: %s; refs: %s",
@@ -62,23 +87,23 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
             outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,
                                     snapshot_id_after=current_id)
             return Prepared(before, done=Outcome(
-                self._result(outcome), f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run
-                else "nothing to expire", changed=False))
+                self._result(report, outcome),
+                f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run else "nothing to expire",
+                changed=False))
         return Prepared(before, args=ExpireJobArgs(
             table=name, snapshot_ids=list(decision.expire_ids), protected_ids=list(self.protected_snapshot_ids or ()),
             refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
-        ).validate())
+        ).validate(), state=report)
 
     def finish(self, prepared: Prepared, result: ExpiryOutcome) -> Outcome:
         self.log.info("Expired %d snapshots of %s, removed refs %s; deleted files: %s.",
                       len(result.expired_snapshot_ids), self.dotted, result.removed_refs, result.deleted_files)
-        return Outcome(self._result(result), f"expired {len(result.expired_snapshot_ids)} snapshots, deleted "
-                                             f"{result.deleted_file_count} files no live snapshot needs")
+        return Outcome(self._result(prepared.state, result),
+                       f"expired {len(result.expired_snapshot_ids)} snapshots, deleted {result.deleted_file_count} "
+                       "files no live snapshot needs")
 
-    def _result(self, outcome: ExpiryOutcome) -> ExpireResult:
-        if self._report is None:
-            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
-        decision, settings, current_id = self._report
+    def _result(self, report: _Report, outcome: ExpiryOutcome) -> ExpireResult:
+        decision, settings, current_id = report.decision, report.settings, report.current_id
         explained = decision.to_dict()
         return ExpireResult(
             **outcome.to_json(), table=self.dotted, snapshot_id=current_id,

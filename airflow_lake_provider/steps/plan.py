@@ -23,7 +23,7 @@ from airflow_lake_provider.core.planning import (
 from airflow_lake_provider.core.scoping import combine_filters, interval_filter, partition_fields_of
 from airflow_lake_provider.core.snapshots import has_equality_deletes, summary_int, table_state
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -55,49 +55,68 @@ def choose_engine(engine: str, *, data_files: int, manifests: int) -> str:
     return "spark" if large else "pyiceberg"
 
 
+@dataclasses.dataclass(frozen=True)
+class _Planning:
+    """What prepare read, for finish: the plan falls back to PyIceberg when Spark cannot plan the filter."""
+
+    table: Table
+    options: RewriteOptions
+    row_filter: str | None
+    interval_filter: str | None
+
+
 @dataclasses.dataclass(kw_only=True)
 class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
-    """Plan a table's compaction (the parameters are
-    :class:`~airflow_lake_provider.operators.plan.IcebergRewritePlanOperator`'s).
+    """Plan which data files of a table a compaction should rewrite, the way Iceberg plans it.
 
-    Plans in the worker with PyIceberg, or in the ``plan`` Spark job for very large tables and
-    tables with equality deletes; both give the same plan. ``data_interval`` is the run's data
-    interval (``None``: the run has none), which ``scope`` may plan alone.
+    Groups candidate files by partition, bin-packs them and keeps the groups worth rewriting, in
+    the worker with PyIceberg or in the ``plan`` Spark job for very large tables and tables with
+    equality deletes; both give the same plan. Returns
+    :class:`~airflow_lake_provider.core.contracts.PlanResult` (docs/operators/plan.md). A plan
+    that cannot be made because of what the table holds raises
+    :class:`~airflow_lake_provider.exceptions.LakePlanRefused`.
     """
 
     name: ClassVar[str] = "plan"
 
-    target_file_size_bytes: int | None = None
-    min_file_size_bytes: int | None = None
-    max_file_size_bytes: int | None = None
-    min_input_files: int | None = None
-    max_file_group_size_bytes: int | None = None
-    max_file_group_input_files: int | None = None
-    delete_file_threshold: int | None = None
-    delete_ratio_threshold: float | None = None
-    rewrite_all: bool = False
-    partition_filter: str | None = None
-    max_files: int | None = None
-    max_bytes: int | None = None
-    include_file_paths: bool = False
-    scope: str = "auto"
-    engine: str = "auto"
+    target_file_size_bytes: int | None = setting(None, doc="Default: the table's ``write.target-file-size-bytes``.")
+    min_file_size_bytes: int | None = setting(None, doc="Files below are candidates (default 75% of the target).")
+    max_file_size_bytes: int | None = setting(None, doc="Files above are candidates (default 180% of the target).")
+    min_input_files: int | None = setting(None, doc="A group needs this many files to be rewritten (default 5).")
+    max_file_group_size_bytes: int | None = setting(None, doc="Largest group (default 100 GiB).")
+    max_file_group_input_files: int | None = setting(None, doc=(
+        "Most files in one group (default: no cap; Iceberg 1.12's ``max-file-group-input-files``). Caps what one "
+        "group's task reads and commits in a partition of very many small files, at the price of more, smaller "
+        "output files."))
+    delete_file_threshold: int | None = setting(None, doc=(
+        "Files with at least this many delete files (position and equality) are candidates."))
+    delete_ratio_threshold: float | None = setting(None, doc=(
+        "Files whose deleted-row ratio is at least this are candidates (Iceberg's default 0.3); only file-scoped "
+        "position deletes and deletion vectors count, as in Iceberg: equality deletes do not, since their rows "
+        "cannot be known from metadata."))
+    rewrite_all: bool = setting(False, doc="Plan every file.")
+    partition_filter: str | None = setting(None, doc=(
+        "PyIceberg row filter limiting the plan, e.g. ``day = '2026-01-01'`` (applied on top of ``scope``)."))
+    max_files: int | None = setting(None, doc="Budget: at most this many input files per run (the rest next run).")
+    max_bytes: int | None = setting(None, doc="Budget: at most this many input bytes per run.")
+    include_file_paths: bool = setting(False, doc=(
+        "Put every planned file's path in the result (off by default: the rewrite needs only the partitions, "
+        "and XCom is no place for a million paths)."))
+    scope: str = setting("auto", doc=(
+        "``auto``: a run with a data interval (scheduled, backfill, or manual for a logical date on a scheduled "
+        "DAG) plans only the partitions of that interval (the table's time partition: hour/day/month/year "
+        "transform, or identity on a date column); a run without one plans the whole table. ``interval``: "
+        "always the interval (a run without one fails). ``table``: never scope."))
+    engine: str = setting("auto", doc=(
+        "``pyiceberg`` plans in the Airflow worker (no JVM: fast for small and medium tables, but every file of "
+        "the snapshot passes through the worker's memory); ``spark`` submits the ``plan`` job, which plans "
+        "partitions on the executors (a JVM start, worker memory stays flat); ``auto`` takes Spark from "
+        f"{AUTO_SPARK_MIN_DATA_FILES:,} data files or {AUTO_SPARK_MIN_MANIFESTS:,} manifests, and for a snapshot "
+        "with equality delete files (which ``pyiceberg`` refuses). Both engines give the same plan. A "
+        "``partition_filter`` that cuts through partitions needs column metrics: ``spark`` then fails and "
+        "``auto`` falls back to PyIceberg."))
+    #: The run's data interval (start, end), which ``scope`` may plan alone; ``None``: the run has none.
     data_interval: tuple[Any, Any] | None = None
-    # What prepare read (table, options, row filter, interval filter), for finish: the plan falls back
-    # to PyIceberg when Spark cannot plan the filter. ``Any``: the hints are read at run time, where
-    # PyIceberg's Table is not imported.
-    _planning: Any = dataclasses.field(default=None, init=False, repr=False)
-
-    @classmethod
-    def parameter_names(cls) -> tuple[str, ...]:
-        return tuple(name for name in super().parameter_names() if name != "data_interval")
-
-    @property
-    def _prepared_planning(self) -> tuple[Table, RewriteOptions, str | None, str | None]:
-        """What prepare read (finish and the PyIceberg plan come after it)."""
-        if self._planning is None:
-            raise RuntimeError(f"The {self.name} step of {self.table} was not prepared.")
-        return self._planning
 
     def rewrite_options(self, table_properties: dict[str, str]) -> RewriteOptions:
         overrides = {
@@ -171,7 +190,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
         row_filter = combine_filters(scoped, self.partition_filter)
         if scoped:
             self.log.info("Scoped to the data interval: %s", scoped)
-        self._planning = (table, options, row_filter, scoped)
+        planning = _Planning(table, options, row_filter, scoped)
         before = table_state(table)
         if engine == "spark":
             predicates = spark_partition_predicates(table, parse_partition_filter(table, row_filter))
@@ -186,16 +205,17 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
                 include_files=self.include_file_paths,
                 predicates=PartitionPredicates(**predicates) if predicates else None,
             ).validate()
-            return Prepared(before, args=args)
-        return Prepared(before, done=self._planned(self._pyiceberg_plan(), "pyiceberg"))
+            return Prepared(before, args=args, state=planning)
+        return Prepared(before, done=self._planned(planning, self._pyiceberg_plan(planning), "pyiceberg"))
 
     def finish(
         self, prepared: Prepared[SparkPlanJobArgs, PlanResult], result: SparkPlanJobResult
     ) -> Outcome[PlanResult]:
         """The Spark job's plan; where the filter needs PyIceberg's column metrics, PyIceberg's."""
+        planning: _Planning = prepared.state
         if result.plan is not None:
-            return self._planned(result.plan, "spark")
-        table, _, row_filter, _ = self._prepared_planning
+            return self._planned(planning, result.plan, "spark")
+        table, row_filter = planning.table, planning.row_filter
         message = (f"partition_filter {row_filter!r} selects only part of the partitions of "
                    f"{result.unaligned_files} files: which of them it keeps depends on column metrics")
         if self.engine == "spark":
@@ -206,17 +226,16 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
                                   "which only Spark plans. Give a filter on partition boundaries "
                                   "(e.g. day = '2026-01-01'), or none.")
         self.log.warning("%s: planning with PyIceberg instead.", message)
-        return self._planned(self._pyiceberg_plan(), "pyiceberg")
+        return self._planned(planning, self._pyiceberg_plan(planning), "pyiceberg")
 
-    def _pyiceberg_plan(self) -> PlanResult:
-        table, options, row_filter, _ = self._prepared_planning
-        return plan_table(table, options, partition_filter=row_filter,
+    def _pyiceberg_plan(self, planning: _Planning) -> PlanResult:
+        return plan_table(planning.table, planning.options, partition_filter=planning.row_filter,
                           table_name=self.dotted).to_result(include_files=self.include_file_paths)
 
-    def _planned(self, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
-        scoped = self._prepared_planning[3]
+    def _planned(self, planning: _Planning, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
         plan = plan.replace(
-            engine=engine, scope=PlanScope(interval_filter=scoped, partition_filter=self.partition_filter)
+            engine=engine, scope=PlanScope(interval_filter=planning.interval_filter,
+                                           partition_filter=self.partition_filter)
         )
         totals = plan.totals
         self.log.info(

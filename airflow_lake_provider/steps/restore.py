@@ -9,18 +9,28 @@ from typing import ClassVar
 from airflow_lake_provider.core.contracts import AirflowRun, RestoreQuarantineJobArgs, RestoreQuarantineResult
 from airflow_lake_provider.core.quarantine import quarantine_root, run_reference
 from airflow_lake_provider.core.snapshots import table_state
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
 
 
 @dataclasses.dataclass(kw_only=True)
 class RestoreQuarantineStep(Step[RestoreQuarantineJobArgs, RestoreQuarantineResult]):
-    """Restore a quarantine run, or list the table's runs without ``quarantine_run`` (the parameters
-    are :class:`~airflow_lake_provider.operators.restore.IcebergRestoreQuarantineOperator`'s)."""
+    """Move the files of one clean run's quarantine back to their exact original paths.
+
+    For an orphan taken wrongly (say a slow writer's file older than the orphan floor, committed
+    after the clean step moved it). A file whose original path exists again, or that is not in
+    quarantine, is skipped with the reason; nothing is ever overwritten, so running it twice is
+    safe. Without ``quarantine_run`` the table's runs are listed (``runs``) and nothing moves.
+    Returns :class:`~airflow_lake_provider.core.contracts.RestoreQuarantineResult`
+    (docs/operators/restore.md).
+    """
 
     name: ClassVar[str] = "restore_quarantine"
 
-    quarantine_run: str | None = None
-    quarantine_location: str | None = None
+    quarantine_run: str | None = setting(None, doc=(
+        "The run key (the clean result's ``quarantine_run``) or its manifest's location "
+        "(``quarantine_manifest``); ``None``: list the table's runs, move nothing."))
+    quarantine_location: str | None = setting(None, doc=(
+        "The clean step's ``quarantine_location`` (``None``: beside the table)."))
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         args = RestoreQuarantineJobArgs(table=self.dotted, quarantine_run=self.quarantine_run,

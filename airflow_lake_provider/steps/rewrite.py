@@ -20,7 +20,7 @@ from airflow_lake_provider.core.partitions import partition_id
 from airflow_lake_provider.core.planning import RewriteOptions
 from airflow_lake_provider.core.snapshots import commits_tagged, parent_of, require_in_lineage, table_state
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, TableReader, setting
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -39,31 +39,64 @@ PROVIDER_OPTION_DEFAULTS = {"partial-progress.enabled": "false"}
 
 @dataclasses.dataclass(kw_only=True)
 class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
-    """Compact a table's planned partitions (the parameters are
-    :class:`~airflow_lake_provider.operators.rewrite.IcebergRewriteDataFilesOperator`'s).
+    """Compact a table's planned partitions with Iceberg's ``RewriteDataFiles`` in Spark.
 
-    Before Spark: the plan is checked against the table's lineage, the job's arguments against
-    the table, and a retried task that finds its own commits returns them instead of rewriting
-    again. After: file groups Iceberg dropped under partial progress fail the step
-    (``fail_on_dropped_groups``), so success never covers lost work.
+    Before Spark, without a JVM: the plan is checked against the table's lineage (the planned
+    snapshot must still be the current one or an ancestor), the job's arguments against the
+    table, and a retried task that finds its own commits returns them instead of rewriting again
+    (every commit carries snapshot summary properties naming the DAG run and task:
+    ``airflow.dag-id``, ``airflow.run-id``, ``airflow.task-id``, ``airflow.map-index``). After: file
+    groups Iceberg dropped under partial progress fail the step (``fail_on_dropped_groups``), so
+    success never covers lost work.
+
+    Returns :class:`~airflow_lake_provider.core.contracts.RewriteResult` (docs/operators/rewrite.md).
     """
 
     name: ClassVar[str] = "rewrite"
 
-    plan: dict[str, Any] | None = None
-    strategy: str = "binpack"
-    sort_order: str | None = None
-    zorder_columns: list[str] | None = None
-    rewrite_position_deletes: bool = True
-    drop_dangling_deletes: bool = True
-    rewrite_manifests: bool = False
-    options: dict[str, Any] | None = None
-    fail_on_dropped_groups: bool = True
-    dry_run: bool = False
-    max_commit_attempts: int = DEFAULT_COMMIT_RETRY.max_attempts
-    commit_retry_backoff_seconds: float = DEFAULT_COMMIT_RETRY.retry_backoff_seconds
-    require_plan: bool = False
-    rewriter: str = "auto"
+    plan: dict[str, Any] | None = setting(None, wired=True, doc=(
+        "The planning task's result (typically ``plan_task.output``). Without one, the whole table is "
+        "rewritten with the table's sizes and ``options``. With one, the rewrite runs with the plan's options, "
+        "and sizes given in ``options`` replace only themselves."))
+    strategy: str = setting("binpack", doc=(
+        "``binpack``, ``sort`` (by ``sort_order``, default the table's) or ``zorder`` (by ``zorder_columns``)."))
+    sort_order: str | None = setting(None, doc=(
+        "With ``strategy='sort'``: e.g. ``event_ts DESC NULLS LAST, customer_id``; ``None``: the table's sort order."))
+    zorder_columns: list[str] | None = setting(None, doc=(
+        "With ``strategy='zorder'``: the columns to cluster by together."))
+    rewrite_position_deletes: bool = setting(True, doc=(
+        "Also rewrite the position delete files of the planned partitions (``rewrite-all``; the whole table when "
+        "the rewrite is not limited to partitions) in the same application: drops deletes made dangling by the "
+        "rewrite, merges small ones."))
+    drop_dangling_deletes: bool = setting(True, doc=(
+        "After the data rewrite, remove every delete file of the table that no live data file needs any more "
+        "(position and equality deletes, deletion vectors), from metadata alone: nothing is read, no row changes "
+        "(``dangling_deletes`` in the result)."))
+    rewrite_manifests: bool = setting(False, doc="Also rewrite manifests in the same application.")
+    options: dict[str, Any] | None = setting(None, doc=(
+        "Iceberg's own ``rewrite_data_files`` options, by Iceberg's keys: ``target-file-size-bytes``, "
+        "``min-input-files``, ``partial-progress.enabled``, ``partial-progress.max-commits``, "
+        "``max-concurrent-file-group-rewrites``... Set unless given here: ``partial-progress.enabled=false`` and "
+        "``use-starting-sequence-number=false`` (Iceberg's true lets an equality delete committed during the "
+        "rewrite, as Flink upserts do, be dropped by the rewrite's commit and its rows come back, "
+        "apache/iceberg#10962; with false that delete is a commit conflict, retried)."))
+    fail_on_dropped_groups: bool = setting(True, doc=(
+        "Fail when file groups were left uncommitted (another writer changed their files under partial "
+        "progress); the committed groups are kept and listed with the error. ``False``: a warning."))
+    dry_run: bool = setting(False, doc="Check the plan and the table, report, rewrite nothing.")
+    max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
+        "Attempts when a commit conflicts with another writer; each retry plans the same partitions again from "
+        "the current snapshot. After the last one the step fails naming the conflict and what to do."))
+    commit_retry_backoff_seconds: float = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
+        "Wait before the first retry, doubled for each further one (capped at 30 s)."))
+    require_plan: bool = setting(False, wired=True, doc=(
+        "Fail when no plan arrives instead of rewriting the whole table (the maintenance group sets it)."))
+    rewriter: str = setting("auto", doc=(
+        "Who reads and writes the Parquet of a bin-pack rewrite. ``auto``: Arrow, with Iceberg's planner and "
+        "Iceberg's validated commit, where the result is provably the same (no delete files, format v1/v2, one "
+        "partition spec, no sort order, flat columns, local storage); Iceberg's Spark action for every other "
+        "table, the reason in ``rewriter_note``. ``iceberg``: always Iceberg's Spark action. ``arrow``: refuse a "
+        "table Arrow cannot rewrite."))
 
     # -- before Spark ---------------------------------------------------------------------------
     def read_plan(self) -> PlanResult | None:

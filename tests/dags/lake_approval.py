@@ -25,7 +25,8 @@ with DAG(
 ) as dag:
     lake_maintenance_group(
         table="{{ params.table }}", group_id="events", prefix_group_id=False,
-        override_table_retention=True, older_than="0h", retain_last=1, retained=5,
-        remove_orphans=False, min_input_files=1000,  # nothing to compact: the plan is empty
+        plan={"min_input_files": 1000},  # nothing to compact: the plan is empty
+        expire={"override_table_retention": True, "older_than": "0h", "retain_last": 1},
+        clean={"override_table_retention": True, "retained": 5, "remove_orphans": False},
         approve_deletions_over=DeletionThreshold(max_files=0),
     )

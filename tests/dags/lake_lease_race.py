@@ -16,8 +16,9 @@ for dag_id in ("lake_lease_race_a", "lake_lease_race_b"):
              render_template_as_native_obj=True, tags=["test"]) as dag:
         lake_maintenance_group(
             table="{{ dag_run.conf['table'] }}", group_id="maintenance", prefix_group_id=False,
-            min_input_files=2, override_table_retention=True, older_than="0h", retain_last=1,
-            remove_orphans=False,
+            plan={"min_input_files": 2},
+            expire={"override_table_retention": True, "older_than": "0h", "retain_last": 1},
+            clean={"remove_orphans": False},
             lease={"ttl_seconds": 600, "on_busy": "wait", "wait_timeout_seconds": 900, "poke_interval_seconds": 10,
                    "holder": "e2e"},
         )

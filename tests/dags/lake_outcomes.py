@@ -45,9 +45,10 @@ def outcome_dag(dag_id: str, **group_options) -> DAG:
 
         group = lake_maintenance_group(
             table="{{ params.table }}", group_id="maintenance", prefix_group_id=False,
-            min_input_files="{{ params.min_input_files }}", partition_filter="{{ params.partition_filter }}",
-            override_table_retention="{{ params.override_table_retention }}", older_than="{{ params.older_than }}",
-            retain_last="{{ params.retain_last }}", remove_orphans=False, dry_run="{{ params.dry_run }}",
+            plan={"min_input_files": "{{ params.min_input_files }}", "partition_filter": "{{ params.partition_filter }}"},
+            expire={"override_table_retention": "{{ params.override_table_retention }}",
+                    "older_than": "{{ params.older_than }}", "retain_last": "{{ params.retain_last }}"},
+            clean={"remove_orphans": False}, dry_run="{{ params.dry_run }}",
             lease={"on_busy": "{{ params.on_busy }}", "wait_timeout_seconds": "{{ params.wait_timeout_seconds }}",
                    "poke_interval_seconds": 10, "holder": "outcomes"},
             **group_options,

@@ -24,9 +24,9 @@ KINDS = {
     "equality_deletes": {},
     "evolved_specs": {},
     "pyiceberg_written": {},
-    "nested_sorted": {"strategy": "sort"},
-    "awkward_partitions_spark": {"engine": "spark"},
-    "awkward_partitions_pyiceberg": {"engine": "pyiceberg"},
+    "nested_sorted": {"rewrite": {"strategy": "sort"}},
+    "awkward_partitions_spark": {"plan": {"engine": "spark"}},
+    "awkward_partitions_pyiceberg": {"plan": {"engine": "pyiceberg"}},
 }
 #: What the other Spark track's run of tests/test_table_kinds.py takes (scripts/run_tests.sh).
 OTHER_TRACK_KINDS = ("v2_position_deletes", "v3_deletion_vectors", "equality_deletes")

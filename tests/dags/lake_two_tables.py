@@ -13,7 +13,8 @@ from airflow.sdk import DAG, TaskGroup
 from airflow_lake_provider.dag_factory import AIRFLOW_START_DATE, table_param
 from airflow_lake_provider.task_group import lake_maintenance_group
 
-HARD_RETENTION = {"override_table_retention": True, "older_than": "0h", "retain_last": 1, "retained": 5}
+HARD_RETENTION = {"expire": {"override_table_retention": True, "older_than": "0h", "retain_last": 1},
+                  "clean": {"override_table_retention": True, "retained": 5}}
 
 with DAG(
     dag_id="lake_two_tables",
@@ -26,5 +27,6 @@ with DAG(
     events = lake_maintenance_group(table="{{ params.events }}", group_id="events", **HARD_RETENTION)
     with TaskGroup("sales"):
         # No orphan removal: nothing left to expire then means no Spark application for the clean step.
-        orders = lake_maintenance_group(table="{{ params.orders }}", group_id="orders", remove_orphans=False,
-                                        **HARD_RETENTION)
+        orders = lake_maintenance_group(table="{{ params.orders }}", group_id="orders",
+                                        expire=HARD_RETENTION["expire"],
+                                        clean={**HARD_RETENTION["clean"], "remove_orphans": False})

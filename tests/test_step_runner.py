@@ -1,0 +1,97 @@
+"""Every step through the Airflow-free runner (steps/runner.py): a PyIceberg catalog, the real PySpark
+jobs in the shared session, no operator, no task instance, no DAG.
+
+What a script or a benchmark does with the provider: plan, compact, expire, clean, convert and
+restore one table, each step's result read as a user would (rows, snapshots, files on disk).
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import importlib
+import logging
+from pathlib import Path
+
+from demo_data import create_events_table
+from airflow_lake_provider.core.contracts import PlanResult, RewriteJobArgs
+from airflow_lake_provider.core.job_registry import job_for
+from airflow_lake_provider.steps.clean import CleanStep
+from airflow_lake_provider.steps.convert_equality_deletes import ConvertEqualityDeletesStep
+from airflow_lake_provider.steps.expire import ExpireStep
+from airflow_lake_provider.steps.plan import PlanStep
+from airflow_lake_provider.steps.restore import RestoreQuarantineStep
+from airflow_lake_provider.steps.rewrite import RewriteStep
+from airflow_lake_provider.steps.runner import CatalogTable, run_step
+from lake_checks import age_files, local_path, table_fingerprint
+
+LOG = logging.getLogger("maintenance-script")
+
+
+def test_a_script_runs_every_step_without_airflow(lake_hook, namespace, spark):
+    catalog = lake_hook.catalog  # a plain PyIceberg catalog
+    name = f"{namespace}.events"
+    create_events_table(catalog, name, days=2, commits_per_day=5, rows_per_commit=10)
+    reader = CatalogTable(catalog, name)
+    rows = table_fingerprint(catalog.load_table(name))
+    jobs: list[str] = []
+
+    def run_job(args):  # the job in the shared session, as spark-submit would run it
+        job = job_for(args)
+        jobs.append(job.name)
+        return job.result.from_json(importlib.import_module(job.module).run(spark, "lake", args.to_json()))
+
+    plan_step = PlanStep(table=name, min_input_files=2, log=LOG)
+    planned = run_step(plan_step, reader, None, run_job)
+    plan = planned.result
+    assert isinstance(plan, PlanResult) and plan.totals.files == 10 and plan.totals.groups == 2
+    assert planned.after is None and jobs == []  # planned in the worker, read only
+
+    rewrite_step = RewriteStep(table=name, plan=plan.to_json(), require_plan=True, rewriter="iceberg", log=LOG)
+    unprepared = dataclasses.replace(rewrite_step)
+    rewritten = run_step(rewrite_step, reader, None, run_job)
+    assert rewrite_step == unprepared  # what prepare decided travelled in Prepared, not on the step
+    assert jobs == ["rewrite"] and rewritten.result.rewritten_data_files == 10
+    table = catalog.load_table(name)
+    assert table.current_snapshot().snapshot_id == rewritten.result.snapshot_id_after
+    assert table_fingerprint(table) == rows
+    assert rewritten.before["data_files"] == 10 and rewritten.after["data_files"] == 2
+
+    expired = run_step(ExpireStep(table=name, override_table_retention=True, older_than="0h", retain_last=1,
+                                  protected_snapshot_ids=[rewritten.result.to_json()], log=LOG), reader, None, run_job)
+    assert jobs[-1] == "expire" and len(expired.result.expired_snapshot_ids) == 10
+    assert [s.snapshot_id for s in catalog.load_table(name).snapshots()] == [rewritten.result.snapshot_id_after]
+
+    orphan = Path(local_path(catalog.load_table(name).location())) / "data" / "stray.parquet"
+    orphan.write_bytes(b"left by a writer that died")
+    age_files([str(orphan)], hours=100)
+    cleaned = run_step(CleanStep(table=name, retained=1, quarantine_days=0, reference_namespaces=[namespace],
+                                 log=LOG), reader, None, run_job)
+    assert jobs[-1] == "clean" and cleaned.result.orphan_file_count == 1 and not orphan.exists()
+    assert table_fingerprint(catalog.load_table(name)) == rows
+
+    converted = run_step(ConvertEqualityDeletesStep(table=name, log=LOG), reader, None, run_job)
+    assert jobs[-1] == "clean", "no equality deletes: no job"
+    assert converted.result.converted_equality_delete_files == 0
+
+    listed = run_step(RestoreQuarantineStep(table=name, log=LOG), reader, None, run_job)
+    assert jobs[-1] == "restore_quarantine" and listed.result.runs == {}  # quarantine_days=0 moved nothing
+
+
+def test_the_runner_hands_a_prepared_steps_job_its_args(lake_hook, namespace):
+    """The job runner gets the args prepare made, and nothing runs for a dry run."""
+    name = f"{namespace}.dry"
+    create_events_table(lake_hook.catalog, name, days=1, commits_per_day=3, rows_per_commit=5)
+    reader = CatalogTable(lake_hook.catalog, name)
+    seen = []
+    dry = run_step(RewriteStep(table=name, dry_run=True, log=LOG), reader, None, seen.append)
+    assert seen == [] and dry.result.dry_run and dry.after == dry.before
+
+    def refuse(args):
+        seen.append(args)
+        raise RuntimeError("no Spark here")
+
+    try:
+        run_step(RewriteStep(table=name, log=LOG), reader, None, refuse)
+    except RuntimeError:
+        pass
+    assert isinstance(seen[0], RewriteJobArgs) and seen[0].table == name
