@@ -1,4 +1,4 @@
-"""The layers, read from the source: each imports only those below it (README, "Layout")."""
+"""The layers, read from the source: each imports only those below it (CONTRIBUTING.md, "Layout")."""
 
 from __future__ import annotations
 
@@ -32,7 +32,7 @@ MODULES = sorted(PACKAGE.rglob("*.py"))
 @pytest.mark.parametrize("path", MODULES, ids=lambda p: str(p.relative_to(PACKAGE)))
 def test_every_import_points_down_the_layers(path):
     part = _part(path)
-    assert part in LAYERS, f"{part} has no layer: add it to LAYERS (and to the README's layout)"
+    assert part in LAYERS, f"{part} has no layer: add it to LAYERS (and to the layout in CONTRIBUTING.md)"
     for name in imported_names(path):
         top = name.split(".")[0]
         assert top not in FORBIDDEN.get(part, ()), f"{path.name} ({part}) imports {name}"
