@@ -23,6 +23,12 @@ from airflow_lake_provider.core.retention_settings import (
 )
 from airflow_lake_provider.core.scoping import before_first_day
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.steps.base import Step
+from airflow_lake_provider.steps.clean import CleanStep
+from airflow_lake_provider.steps.expire import ExpireStep
+from airflow_lake_provider.steps.plan import PlanStep
+from airflow_lake_provider.steps.reference import form_schema
+from airflow_lake_provider.steps.rewrite import RewriteStep
 from airflow_lake_provider.task_group import (
     LakeMaintenanceGroup,
     lake_maintenance_group,
@@ -38,6 +44,39 @@ AIRFLOW_START_DATE = pendulum.datetime(1970, 1, 1, tz="UTC")
 TABLE_PATTERN = r"^[A-Za-z_][A-Za-z0-9_]*(\.[A-Za-z_][A-Za-z0-9_]*)+$"
 #: The form's ``older_than``: a duration as ``older_than`` reads it (``7d``, ``36h``, ``P3D``).
 OLDER_THAN_PATTERN = r"^\s*(\d+(\.\d+)?\s*[wdhmsWDHMS]|[Pp][0-9WDTHMSwdthms.]+)\s*$"
+
+
+#: The form's fields of each step, as the group's step mappings take them (each a ``{{ params.x }}``);
+#: the rest of a step's settings go in the step's "more settings" field (:func:`more_settings_param`).
+FORM_FIELDS: dict[str, dict[str, Any]] = {
+    "plan": {"target_file_size_bytes": "{{ params.target_file_size_bytes }}",
+             "min_input_files": "{{ params.min_input_files }}", "partition_filter": "{{ params.partition_filter }}"},
+    "rewrite": {"strategy": "{{ params.strategy }}", "sort_order": "{{ params.sort_order }}",
+                "zorder_columns": "{{ params.zorder_columns }}"},
+    "expire": {"override_table_retention": "{{ params.override_table_retention }}",
+               "older_than": "{{ params.older_than }}", "retain_last": "{{ params.retain_last }}"},
+    "clean": {"override_table_retention": "{{ params.override_table_retention }}", "policy": "{{ params.policy }}",
+              "retained": "{{ params.retained }}", "remove_orphans": "{{ params.remove_orphans }}",
+              "orphan_older_than_hours": "{{ params.orphan_older_than_hours }}"},
+}
+#: The step behind each of the group's step mappings.
+STEPS: dict[str, type[Step]] = {"plan": PlanStep, "rewrite": RewriteStep, "expire": ExpireStep, "clean": CleanStep}
+#: An example for each step's "more settings" field.
+MORE_SETTINGS_EXAMPLES = {
+    "plan": '{"max_files": 50000, "engine": "spark"}',
+    "rewrite": '{"options": {"partial-progress.enabled": "true"}, "rewriter": "iceberg"}',
+    "expire": '{"snapshot_ids": [123]}',
+    "clean": '{"quarantine_days": 0, "reference_namespaces": ["sales"]}',
+}
+
+
+def more_settings_param(step: str) -> Param:
+    """A step's "more settings" field: every setting of the step without a field of its own, as JSON,
+    checked by the form against the step's declarations (an unknown name or a wrong type is refused)."""
+    schema = form_schema(STEPS[step], leave_out=[*FORM_FIELDS[step], "dry_run"])
+    return Param({}, **schema, title=f"More {step} settings",
+                 description=f"Any other setting of the {step} step, as JSON, e.g. {MORE_SETTINGS_EXAMPLES[step]}. "
+                 f"Each setting is described in the docs: operators/{step}.md#settings.")
 
 
 def table_param(table_default: str | None = None) -> Param:
@@ -102,6 +141,7 @@ def maintenance_params(table_default: str | None = None) -> dict[str, Param]:
             False, type="boolean", title="Dry run",
             description="Plan and report what expiry and clean would remove; change nothing.",
         ),
+        **{f"{step}_settings": more_settings_param(step) for step in FORM_FIELDS},
         "lease_on_busy": Param(
             "wait", enum=list(ON_BUSY_MODES), title="While another run maintains the table",
             description=f"One maintenance run per table at a time, across DAGs and Airflow deployments. wait: start "
@@ -164,20 +204,12 @@ def maintenance_chain(
     and ``release_lease``, the lease's setup and teardown, around them). Returns
     the group (``group.plan`` etc.), for DAGs that put something in front of it.
     """
+    by_step: dict[str, Any] = {step: {**fields, "settings": _rendered(f"{{{{ params.{step}_settings }}}}")}
+                               for step, fields in FORM_FIELDS.items()}
     return lake_maintenance_group(
         table="{{ params.table }}", group_id="lake_maintenance", prefix_group_id=False,
         lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id, cleanup_trigger_rule=cleanup_trigger_rule,
-        plan={"target_file_size_bytes": _rendered("{{ params.target_file_size_bytes }}"),
-              "min_input_files": _rendered("{{ params.min_input_files }}"),
-              "partition_filter": "{{ params.partition_filter }}"},
-        rewrite={"strategy": "{{ params.strategy }}", "sort_order": "{{ params.sort_order }}",
-                 "zorder_columns": _rendered("{{ params.zorder_columns }}")},
-        expire={"override_table_retention": _rendered("{{ params.override_table_retention }}"),
-                "older_than": "{{ params.older_than }}", "retain_last": _rendered("{{ params.retain_last }}")},
-        clean={"override_table_retention": _rendered("{{ params.override_table_retention }}"),
-               "policy": "{{ params.policy }}", "retained": _rendered("{{ params.retained }}"),
-               "remove_orphans": _rendered("{{ params.remove_orphans }}"),
-               "orphan_older_than_hours": _rendered("{{ params.orphan_older_than_hours }}")},
+        **by_step,
         dry_run=_rendered("{{ params.dry_run }}"),
         lease={"on_busy": "{{ params.lease_on_busy }}"},
     )

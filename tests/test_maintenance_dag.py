@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import json
 import re
+from pathlib import Path
 
 import pytest
 
@@ -11,7 +12,15 @@ from demo_data import create_events_table
 from airflow_lake_provider.core.coercion import snapshot_ids
 from airflow_lake_provider.links import SparkHistoryLink
 from conftest import load_dag
-from lake_checks import FakeTaskInstance, files_on_disk, live_file_paths, live_files, table_fingerprint
+from lake_checks import (
+    FakeTaskInstance,
+    age_files,
+    files_on_disk,
+    live_file_paths,
+    live_files,
+    local_path,
+    table_fingerprint,
+)
 
 pytestmark = pytest.mark.spark_submit
 
@@ -75,6 +84,10 @@ def test_two_groups_in_one_dag_compact_keep_rows_and_each_protect_their_own_rewr
     assert files_before["DATA"] == 40 and files_before["POSITION_DELETES"] > 0
     assert deletes_before <= files_on_disk(table)
 
+    stray = Path(local_path(table.location())) / "data" / "stray-from-a-dead-writer.parquet"
+    stray.write_bytes(b"no snapshot references this")
+    age_files([str(stray)], hours=100)
+
     dag = load_dag("lake_two_tables.py", "lake_two_tables")
     run = dag.test(run_conf={"events": name, "orders": other})
     assert run.state == "success"
@@ -119,7 +132,11 @@ def test_two_groups_in_one_dag_compact_keep_rows_and_each_protect_their_own_rewr
     assert not deletes_before & files_on_disk(table)
     live = live_file_paths(table)
     assert {p for p in files_on_disk(table) if "/data/" in p} == live["DATA"] | live["POSITION_DELETES"]
-    assert xcom["clean"]["orphan_file_count"] == 0
+    # The group's per-step settings reached the jobs: the rewrite ran with the Iceberg option given, and
+    # clean deleted the orphan at once (quarantine_days=0) instead of moving it to a quarantine.
+    assert xcom["rewrite"]["options"]["max-concurrent-file-group-rewrites"] == "1"
+    assert xcom["clean"]["quarantine_days"] == 0 and xcom["clean"]["quarantine_run"] is None
+    assert xcom["clean"]["orphan_file_count"] == 1 and not stray.exists()
 
     # The other table, in the nested group: compacted too, its rows intact.
     orders = lake_hook.load_table(other)

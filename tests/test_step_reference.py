@@ -69,3 +69,33 @@ def test_settings_are_documented():
     for step in (*reference.PAGES.values(),):
         assert issubclass(step, Step)
         assert all(s.doc.strip() for s in step.settings())
+
+
+def test_the_group_hands_each_step_its_own_settings_and_refuses_a_typo_at_parse(bad_input):
+    from airflow.sdk import DAG
+
+    from airflow_lake_provider.task_group import lake_maintenance_group
+
+    with DAG("settings_by_step", schedule=None):
+        group = lake_maintenance_group(
+            table="shop.orders",
+            rewrite={"options": {"partial-progress.enabled": "true"}, "driver_memory": "4g"},
+            clean={"quarantine_days": 0, "quarantine_location": "/lake/quarantine"},
+            expire={"older_than": "{{ params.older_than }}"},
+            retries=2,
+        )
+        assert group.clean.quarantine_days == 0 and group.clean.quarantine_location == "/lake/quarantine"
+        assert group.rewrite.options == {"partial-progress.enabled": "true"}
+        assert group.rewrite.driver_memory == "4g" and group.expire.driver_memory is None
+        assert {group.plan.retries, group.clean.retries} == {2}
+        assert group.expire.older_than == "{{ params.older_than }}"
+        for given, message in (
+            ({"clean": {"quarantin_days": 0}}, "no setting 'quarantin_days'; did you mean 'quarantine_days'"),
+            ({"plan": {"min_input_files": "many"}}, "min_input_files must be a whole number"),
+            ({"rewrite": {"plan": {}}}, "wired by the maintenance group"),
+            ({"expire": {"dry_run": True}}, "dry_run is set by the group"),
+        ):
+            with pytest.raises(LakeConfigError, match=message) as raised:
+                lake_maintenance_group(table="shop.returns", **given)
+            step, settings = next(iter(given.items()))
+            bad_input(f"lake_maintenance_group({step}=...)", settings, raised.value)

@@ -7,7 +7,7 @@ import copy
 import dataclasses
 import inspect
 import threading
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator, Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
@@ -224,13 +224,16 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         every third of its ttl, and the job is killed if the lease was lost. See docs/lease.md.
     :param require_lease: the step belongs to a leased group: without a lease (its acquire task
         skipped because another run held the table) it skips itself instead of running unleased.
+    :param settings: more of the step's settings as one mapping, templated as a whole (the
+        ``lake_maintenance`` form's "more settings" fields: ``"{{ params.rewrite_settings }}"``);
+        checked when the task runs, and a setting given both by name and here is refused.
 
     The connection and Spark parameters are :class:`LakeSparkOperator`'s.
     """
 
-    template_fields: Sequence[str] = ("table", *LakeSparkOperator.template_fields, "lease")
+    template_fields: Sequence[str] = ("table", *LakeSparkOperator.template_fields, "lease", "settings")
     template_fields_renderers: ClassVar[dict[str, str]] = {
-        **LakeSparkOperator.template_fields_renderers, "lease": "json"
+        **LakeSparkOperator.template_fields_renderers, "lease": "json", "settings": "json"
     }
     #: The step this operator runs: its settings become the operator's keyword arguments and templated
     #: fields, and its docstring and settings' docs the operator's docstring (``__init_subclass__``).
@@ -247,9 +250,12 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         table: str,
         lease: dict[str, Any] | None = None,
         require_lease: bool = False,
+        settings: dict[str, Any] | None = None,
         **kwargs: Any,
     ) -> None:
         super().__init__(**kwargs)
+        self.settings = settings
+        self._named_settings: frozenset[str] = frozenset()
         self.lease = lease
         self.require_lease = require_lease
         self._held_lease: Lease | None = None
@@ -314,9 +320,17 @@ class LakeMaintenanceOperator(LakeSparkOperator):
 
     def step(self, context: Context) -> Step:
         """The step this operator runs, from its (rendered) settings."""
-        assert self.step_class is not None, f"{type(self).__name__} names no step_class"
-        return self.step_class.build(table=self.table, log=self.log,
-                                     **{name: getattr(self, name) for name in self.step_class.parameter_names()})
+        step_class = self.step_class
+        assert step_class is not None, f"{type(self).__name__} names no step_class"
+        values = {name: getattr(self, name) for name in step_class.parameter_names()}
+        if self.settings:
+            step_class.check(self.settings, where=f"{self.task_id}: settings")
+            both = sorted(set(self.settings) & self._named_settings)
+            if both:
+                raise LakeConfigError(f"{self.task_id}: {', '.join(both)} given both by name and in settings: "
+                                      "give each setting once.")
+            values.update(self.settings)
+        return step_class.build(table=self.table, log=self.log, **values)
 
     def execute(self, context: Context) -> Any:
         self.coerce_rendered_fields()
@@ -379,6 +393,7 @@ def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]
     own_init = cls.__dict__.get("__init__")  # the operator's own parameters (the plan's skip_rewrite_when_empty)
 
     def __init__(self: LakeMaintenanceOperator, **kwargs: Any) -> None:
+        named = frozenset(s.name for s in settings if s.name in kwargs)
         values = {s.name: kwargs.pop(s.name) if s.name in kwargs else copy.copy(s.default) for s in settings}
         if own_init is not None:
             own_init(self, **kwargs)
@@ -386,6 +401,9 @@ def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]
             super(cls, self).__init__(**kwargs)
         for name, value in values.items():
             setattr(self, name, value)
+        self._named_settings = named
+        if isinstance(self.settings, Mapping):  # a mapping given as it is: checked now, at the DAG's parse
+            step_class.check(self.settings, where=f"{self.task_id}: settings")
 
     own = [p for p in inspect.signature(own_init).parameters.values()
            if p.kind is inspect.Parameter.KEYWORD_ONLY] if own_init is not None else []

@@ -18,7 +18,7 @@ from __future__ import annotations
 
 import dataclasses
 import socket
-from collections.abc import Sequence
+from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.core.contracts import RewriteResult
@@ -69,8 +69,8 @@ class IcebergFleetPlanOperator(_FleetStep):
     ``failures``; the others are planned and returned, then the task fails.
 
     :param tables: ``namespace.table`` names (templated; an ``XComArg`` of a listing task).
-    :param plan_settings: keyword arguments of ``IcebergRewritePlanOperator`` for every table
-        (``min_input_files``, ``max_files``, ``engine``...; templated).
+    :param plan_settings: the plan step's settings for every table (``min_input_files``,
+        ``max_files``, ``engine``...; docs/operators/plan.md#settings; templated).
     """
 
     template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "tables", "plan_settings")
@@ -82,6 +82,8 @@ class IcebergFleetPlanOperator(_FleetStep):
         super().__init__(**kwargs)
         self.tables = tables
         self.plan_settings = plan_settings
+        if isinstance(plan_settings, Mapping):
+            PlanStep.check(plan_settings, where=f"{self.task_id}: plan_settings")
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
@@ -132,8 +134,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
 
     :param work: ``[{"table": ..., "plan": ...}]`` or plain plans (the fleet plan's results;
         templated). Tables whose plan has no file groups are left alone.
-    :param rewrite_settings: keyword arguments of ``IcebergRewriteDataFilesOperator`` for every
-        table (``strategy``, ``options``...; templated).
+    :param rewrite_settings: the rewrite step's settings for every table (``strategy``,
+        ``options``...; docs/operators/rewrite.md#settings; templated).
     :param ttl_seconds: how long each table's lease lives unless renewed (templated), as
         :class:`~airflow_lake_provider.operators.lease.IcebergAcquireLeaseOperator` names it.
     :param holder: who this Airflow deployment is, the first part of the lease holder's name
@@ -154,6 +156,8 @@ class IcebergFleetRewriteOperator(_FleetStep):
         super().__init__(**kwargs)
         self.work = work
         self.rewrite_settings = rewrite_settings
+        if isinstance(rewrite_settings, Mapping):  # the plan comes with each table's work
+            RewriteStep.check(rewrite_settings, where=f"{self.task_id}: rewrite_settings")
         self.ttl_seconds = ttl_seconds
         self.holder = holder
         self.release_leases = release_leases

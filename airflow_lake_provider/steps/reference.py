@@ -8,7 +8,11 @@ fails while a page's block differs.
 from __future__ import annotations
 
 import re
+import types
+import typing
+from collections.abc import Iterable
 from pathlib import Path
+from typing import Any, Union
 
 from airflow_lake_provider.steps.base import Step
 from airflow_lake_provider.steps.clean import CleanStep
@@ -40,6 +44,35 @@ def settings_table(step: type[Step]) -> str:
         wired = " *Wired by the maintenance group.*" if s.wired else ""
         rows.append(f"| `{s.name}` | `{s.default!r}` | {markdown(s.doc)}{wired} |")
     return "\n".join(rows)
+
+
+def json_schema(annotation: Any) -> dict[str, Any]:
+    """The JSON schema of a setting's values, for a form (Airflow's params); ``{}``: anything."""
+    args = typing.get_args(annotation)
+    origin = typing.get_origin(annotation)
+    if origin in (Union, types.UnionType):
+        kinds = [json_schema(a) for a in args if a is not type(None)]
+        if len(kinds) != 1 or "type" not in kinds[0]:
+            return {}  # several kinds (a duration as text or a timedelta): the step reads and checks it
+        nullable = type(None) in args
+        return {**kinds[0], "type": [kinds[0]["type"], "null"] if nullable else kinds[0]["type"]}
+    simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
+    if annotation in simple:
+        return {"type": simple[annotation]}
+    if (origin or annotation) is list:
+        return {"type": "array", "items": json_schema(args[0]) if args else {}}
+    if (origin or annotation) is dict:
+        return {"type": "object"}
+    return {}
+
+
+def form_schema(step: type[Step], *, leave_out: Iterable[str] = ()) -> dict[str, Any]:
+    """A form field's schema for a mapping of the step's settings: each setting by its type, unknown
+    names refused; the settings the group wires and those in ``leave_out`` (fields of their own) left out."""
+    left_out = set(leave_out)
+    return {"type": "object", "additionalProperties": False, "properties": {
+        s.name: {**json_schema(s.annotation), "description": markdown(s.doc)}
+        for s in step.settings() if not s.wired and s.name not in left_out}}
 
 
 def block(step: type[Step]) -> str:

@@ -24,7 +24,11 @@ with DAG(
     render_template_as_native_obj=True,
     params={"events": table_param(), "orders": table_param()},
 ) as dag:
-    events = lake_maintenance_group(table="{{ params.events }}", group_id="events", **HARD_RETENTION)
+    # Settings by step reach their own step's job: Iceberg's rewrite options, orphans deleted at once.
+    events = lake_maintenance_group(table="{{ params.events }}", group_id="events",
+                                    rewrite={"options": {"max-concurrent-file-group-rewrites": 1}},
+                                    expire=HARD_RETENTION["expire"],
+                                    clean={**HARD_RETENTION["clean"], "quarantine_days": 0})
     with TaskGroup("sales"):
         # No orphan removal: nothing left to expire then means no Spark application for the clean step.
         orders = lake_maintenance_group(table="{{ params.orders }}", group_id="orders",
