@@ -11,7 +11,7 @@ from pathlib import Path
 import pytest
 from demo_data import create_events_table
 
-from airflow_lake_provider.operators.assets import MAINTENANCE_ALIAS, table_asset
+from airflow_lake_provider.assets import MAINTENANCE_ALIAS, table_asset
 
 CONSUMER, PRODUCER = "lake_asset_consumer", "lake_asset_producer"
 

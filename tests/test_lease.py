@@ -500,16 +500,22 @@ def test_a_leased_step_renews_its_runs_lease_and_refuses_anothers(lake_hook, eve
 
 
 def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lost(lake_hook, events):
+    from airflow_lake_provider.hooks.lease import renewed_while_running
+
     hook = _hook()
     mine, _ = hook.try_acquire(events, "dep/dag_a/run_1", LeaseSettings(ttl_seconds=3))  # a beat every 1 s
     step = _step(mine.to_json())
     step.pre_execute(context={})
     expiry = step._held_lease.expires_at_ms
-    with step._while_job_runs():
+
+    def while_job_runs():
+        return renewed_while_running(hook, step.held_leases, step.keep_lease, step.on_kill, step.log)
+
+    with while_job_runs():
         time.sleep(1.5)
     record = _lease_record(lake_hook, events)
     assert record.token == mine.token and record.expires_at_ms > expiry
     with pytest.raises(LeaseLost, match="it was released"):
-        with step._while_job_runs():
+        with while_job_runs():
             hook.release(record)  # someone drops the lease under the running job
             time.sleep(1.5)

@@ -104,7 +104,7 @@ def refuse(name, *args, **kwargs):
         raise ImportError(f"{name} is not installed")
     return real(name, *args, **kwargs)
 builtins.__import__ = refuse
-from airflow_lake_provider.operators import lineage
+from airflow_lake_provider import lineage
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 assert not lineage.openlineage_enabled()
 assert lineage.spark_parent_properties({"ti": object()}) == {}

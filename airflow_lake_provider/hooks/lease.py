@@ -15,8 +15,11 @@ metadata is read back: the fence tag of this run's token must be there.
 
 from __future__ import annotations
 
+import contextlib
 import logging
+import threading
 import time
+from collections.abc import Callable, Iterator
 from typing import TYPE_CHECKING, Any, Literal, overload
 
 from airflow_lake_provider.core.lease import (
@@ -222,6 +225,48 @@ class TableLeaseHook:
         """Read back: the fence tag of ``lease``'s token and the record naming it are in the table."""
         _, state = self.load(table_name)
         return lease.token in state.fences and state.record is not None and state.record.token == lease.token
+
+
+@contextlib.contextmanager
+def renewed_while_running(hook: TableLeaseHook, held: Callable[[], list[Lease]], keep: Callable[[Lease], None],
+                          stop: Callable[[], None], log: Any) -> Iterator[None]:
+    """Renew the ``held`` leases every third of their ttl while the body (a Spark job) runs; on a lost
+    lease call ``stop`` (kill the job) and raise :class:`LeaseLost` after it.
+
+    A lost lease means another run took the table over after this one stopped renewing (a stalled
+    worker): the job is stopped, the step fails. A catalog hiccup is logged; the next beat tries
+    again before the lease expires.
+    """
+    leases = held()
+    if not leases:
+        yield
+        return
+    done = threading.Event()
+    lost: list[str] = []
+    interval = max(min(lease.ttl_seconds for lease in leases) / 3, 1.0)
+
+    def beat() -> None:
+        while not done.wait(interval):
+            for lease in held():
+                try:
+                    keep(hook.renew(lease))
+                except LeaseLost as error:
+                    lost.append(str(error))
+                    log.error("%s Stopping the Spark job.", error)
+                    stop()
+                    return
+                except Exception as error:  # noqa: BLE001 - a catalog hiccup: the next beat tries again before expiry
+                    log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
+
+    thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
+    thread.start()
+    try:
+        yield
+    finally:
+        done.set()
+        thread.join()
+        if lost:  # the job's own error (it was killed) says less than this
+            raise LeaseLost(lost[0])
 
 
 class _Conflict(Exception):

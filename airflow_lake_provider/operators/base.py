@@ -2,30 +2,28 @@
 
 from __future__ import annotations
 
-import contextlib
 import copy
 import dataclasses
 import inspect
-import threading
-from collections.abc import Iterator, Mapping, Sequence
+from collections.abc import Mapping, Sequence
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow.sdk import BaseOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
+from airflow_lake_provider.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.lease import Lease, LeaseLost, lease_from_xcom
+from airflow_lake_provider.core.lease import Lease, lease_from_xcom
 from airflow_lake_provider.core.spark_settings import DEFAULT_SPARK_CONN_ID, SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
-from airflow_lake_provider.hooks.lease import TableLeaseHook
+from airflow_lake_provider.hooks.lease import TableLeaseHook, renewed_while_running
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
+from airflow_lake_provider.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 from airflow_lake_provider.links import SparkHistoryLink
-from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
-from airflow_lake_provider.operators.lineage import maintenance_figures, operator_lineage, spark_parent_properties
 from airflow_lake_provider.steps.base import Step, StepFailed
 from airflow_lake_provider.steps.runner import run_step
 
@@ -142,56 +140,19 @@ class LakeSparkOperator(BaseOperator):
         return SparkSettings.of(self).with_conf(spark_parent_properties(self._context))
 
     def held_leases(self) -> list[Lease]:
-        """The maintenance leases this task holds while its job runs (renewed by :meth:`_while_job_runs`)."""
+        """The maintenance leases this task holds while its job runs (renewed meanwhile, see
+        :func:`~airflow_lake_provider.hooks.lease.renewed_while_running`)."""
         return []
 
     def keep_lease(self, lease: Lease) -> None:
         """Remember a renewed lease (it replaces the one of the same table)."""
 
-    @contextlib.contextmanager
-    def _while_job_runs(self) -> Iterator[None]:
-        """Renew the held leases every third of their ttl while a job runs; kill the job if one was lost.
-
-        A lost lease means another run took the table over after this one stopped renewing (a
-        stalled worker): the job is stopped, the step fails.
-        """
-        leases = self.held_leases()
-        if not leases:
-            yield
-            return
-        stop = threading.Event()
-        lost: list[str] = []
-        hook = TableLeaseHook(self.lake_hook)
-        interval = max(min(lease.ttl_seconds for lease in leases) / 3, 1.0)
-
-        def beat() -> None:
-            while not stop.wait(interval):
-                for lease in self.held_leases():
-                    try:
-                        self.keep_lease(hook.renew(lease))
-                    except LeaseLost as error:
-                        lost.append(str(error))
-                        self.log.error("%s Stopping the Spark job.", error)
-                        self.on_kill()
-                        return
-                    except Exception as error:  # noqa: BLE001 - a catalog hiccup: the next beat tries again before expiry
-                        self.log.warning("Could not renew the maintenance lease on %s: %s", lease.table, error)
-
-        thread = threading.Thread(target=beat, name="lake-lease-heartbeat", daemon=True)
-        thread.start()
-        try:
-            yield
-        finally:
-            stop.set()
-            thread.join()
-            if lost:  # the job's own error (it was killed) says less than this
-                raise LeaseLost(lost[0])
-
     def run_job(self, args: Contract) -> Any:
         """Submit the job that takes ``args`` and return its result contract; the task's extra link
         points at the application."""
         self._job_hook = LakeSparkJobHook(lake_hook=self.lake_hook, settings=self.spark_settings())
-        with self._while_job_runs():
+        with renewed_while_running(TableLeaseHook(self.lake_hook), self.held_leases, self.keep_lease, self.on_kill,
+                                   self.log):
             result = self._job_hook.run(args)
         if self._job_hook.application_id:
             self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)

@@ -21,13 +21,13 @@ import socket
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
+from airflow_lake_provider.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.core.contracts import RewriteResult
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.job_registry import batch_of
 from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
 from airflow_lake_provider.hooks.lease import TableLeaseHook
-from airflow_lake_provider.operators.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, task_run
 from airflow_lake_provider.steps.base import Prepared
 from airflow_lake_provider.steps.plan import PlanStep

@@ -15,7 +15,7 @@ from pathlib import Path
 import pendulum
 from airflow.sdk import DAG, Asset, task
 
-from airflow_lake_provider.operators.assets import table_asset
+from airflow_lake_provider.assets import table_asset
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
