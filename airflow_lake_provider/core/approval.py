@@ -344,3 +344,35 @@ def live_totals(table: Table) -> tuple[int, int]:
             count += 1
             size += entry.data_file.file_size_in_bytes
     return count, size
+
+
+def deletion_preview(table: Table, name: str, step: str, result: Any) -> DeletionPreview:
+    """What ``step`` (``expire`` or ``clean``) would delete from ``table``: its dry-run ``result``, with the
+    files and bytes only the snapshots it would remove hold, read from the manifests (no JVM)."""
+    if not isinstance(result, Mapping):
+        raise LakeConfigError(f"The approval gate of the {step} of {name} needs the {step} dry run's result "
+                              f"(e.g. {step}_preview.output); got {result!r}.")
+    if not result.get("dry_run"):
+        raise LakeConfigError(f"The approval gate of the {step} of {name} was given a result of a run that was not "
+                              "a dry run: the files are gone already, there is nothing to approve.")
+    snapshot_ids = [int(i) for i in result.get("would_expire_snapshot_ids") or ()]
+    files = files_only_in(table, snapshot_ids)
+    orphans = list(result.get("orphan_files") or ())
+    live_count, live_bytes = live_totals(table)
+    return DeletionPreview(
+        table=name, step=step, snapshot_ids=snapshot_ids,
+        snapshot_reasons={str(k): v for k, v in (result.get("removed") or {}).items()},
+        snapshot_file_count=len(files.content_files), snapshot_bytes=sum(files.content_files.values()),
+        snapshot_files=list(files.content_files)[:LISTED_IN_BODY], metadata_file_count=files.metadata_files,
+        orphan_files=orphans, orphan_file_count=int(result.get("orphan_file_count") or 0),
+        orphan_bytes=sum(_size(table.io, path) for path in orphans),
+        live_file_count=live_count, live_bytes=live_bytes,
+    )
+
+
+def _size(io: Any, path: str) -> int:
+    """A file's size through the table's FileIO; 0 when it is gone already (it will not be deleted then)."""
+    try:
+        return len(io.new_input(path))
+    except (FileNotFoundError, OSError):
+        return 0

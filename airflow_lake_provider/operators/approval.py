@@ -12,16 +12,14 @@ from airflow.providers.standard.operators.hitl import ApprovalOperator
 from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.core.approval import (
-    LISTED_IN_BODY,
     Approval,
     DeletionPreview,
     DeletionThreshold,
     approval_body,
     approval_needed,
     approval_subject,
-    files_only_in,
+    deletion_preview,
     human_bytes,
-    live_totals,
 )
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.exceptions import LakeConfigError
@@ -99,31 +97,9 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
         return IcebergLakeHook(self.lake_conn_id)
 
     def deletion_preview(self) -> DeletionPreview:
-        """What the step would delete: its dry-run result, with the files and bytes read from the manifests."""
-        result = self.preview
-        if not isinstance(result, Mapping):
-            raise LakeConfigError(f"The approval gate of the {self.step} of {self.table} needs the {self.step} "
-                                  f"dry run's result (e.g. {self.step}_preview.output); got {result!r}.")
-        if not result.get("dry_run"):
-            raise LakeConfigError(
-                f"The approval gate of the {self.step} of {self.table} was given a result of a "
-                "run that was not a dry run: the files are gone already, there is nothing to approve."
-            )
-        name = TableIdentifier.parse(self.table).dotted
-        table = self.lake_hook.load_table(TableIdentifier.parse(self.table))
-        snapshot_ids = [int(i) for i in result.get("would_expire_snapshot_ids") or ()]
-        files = files_only_in(table, snapshot_ids)
-        orphans = list(result.get("orphan_files") or ())
-        live_count, live_bytes = live_totals(table)
-        return DeletionPreview(
-            table=name, step=self.step, snapshot_ids=snapshot_ids,
-            snapshot_reasons={str(k): v for k, v in (result.get("removed") or {}).items()},
-            snapshot_file_count=len(files.content_files), snapshot_bytes=sum(files.content_files.values()),
-            snapshot_files=list(files.content_files)[:LISTED_IN_BODY], metadata_file_count=files.metadata_files,
-            orphan_files=orphans, orphan_file_count=int(result.get("orphan_file_count") or 0),
-            orphan_bytes=sum(_size(table.io, path) for path in orphans),
-            live_file_count=live_count, live_bytes=live_bytes,
-        )
+        """What the step would delete (:func:`~airflow_lake_provider.core.approval.deletion_preview`)."""
+        ident = TableIdentifier.parse(self.table)
+        return deletion_preview(self.lake_hook.load_table(ident), ident.dotted, self.step, self.preview)
 
     def execute(self, context: Any) -> Any:
         threshold = DeletionThreshold.from_json(self.threshold)
@@ -162,14 +138,6 @@ def _user_name(user: Any) -> str:
     if isinstance(user, Mapping):
         return str(user.get("name") or user.get("id") or "a user")
     return str(user or "a user")
-
-
-def _size(io: Any, path: str) -> int:
-    """A file's size through the table's FileIO; 0 when it is gone already (it will not be deleted then)."""
-    try:
-        return len(io.new_input(path))
-    except (FileNotFoundError, OSError):
-        return 0
 
 
 class GatedOperator(LakeMaintenanceOperator):
