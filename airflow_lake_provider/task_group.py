@@ -22,6 +22,7 @@ from typing import Any, cast
 from airflow.sdk import TaskGroup
 
 from airflow_lake_provider.core.approval import DeletionThreshold
+from airflow_lake_provider.core.coercion import duration
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
@@ -136,7 +137,7 @@ def lake_maintenance_group(
     cleanup_trigger_rule: str = "none_failed",
     lease: bool | Mapping[str, Any] = True,
     approve_deletions_over: DeletionThreshold | dict[str, Any] | None = None,
-    approval_timeout: timedelta | None = None,
+    approval_timeout: timedelta | str | None = None,
     tooltip: str | None = None,
     **operator_kwargs: Any,
 ) -> LakeMaintenanceGroup:
@@ -178,8 +179,8 @@ def lake_maintenance_group(
         ``approve_clean``) that waits for a person when the deletion goes over the threshold, and
         remove only what the gate passed. A reject skips the rest of the group's deletions.
         ``None`` (default): no previews, no gates (docs/operators/approval.md).
-    :param approval_timeout: how long a gate waits for a person; no answer in time fails the gate
-        and the run (no answer is no approval). ``None`` (default): it waits until answered.
+    :param approval_timeout: how long a gate waits for a person (a ``timedelta`` or ``"36h"``); no answer
+        in time fails the gate and the run (no answer is no approval). ``None`` (default): it waits until answered.
     """
     plan_args = step_arguments(IcebergRewritePlanOperator, plan, where="plan")
     rewrite_args = step_arguments(IcebergRewriteDataFilesOperator, rewrite, where="rewrite")
@@ -227,7 +228,7 @@ def lake_maintenance_group(
             return LakeDeletionApprovalOperator(
                 task_id=task_id, table=table, step=step, preview=preview.output, threshold=threshold,
                 lake_conn_id=lake_conn_id, also_skip_on_reject=[group.child_id(label) for label in also_skip],
-                response_timeout=approval_timeout)
+                response_timeout=None if approval_timeout is None else duration(approval_timeout, "approval_timeout"))
 
         if approve_deletions_over is None:
             expire_task = IcebergExpireSnapshotsOperator(task_id=EXPIRE, **expire_args, **dry)

@@ -178,3 +178,16 @@ def test_parse_older_than(value: object, expected: int | None) -> None:
 def test_parse_older_than_errors(value: object, match: str) -> None:
     with pytest.raises(LakeConfigError, match=match):
         parse_older_than(value, now_ms=NOW)
+
+
+def test_one_duration_type_in_three_units():
+    from datetime import timedelta
+
+    from airflow_lake_provider.core.coercion import Days, Hours, Seconds, coerce
+
+    assert coerce("3d", Hours, what="orphan_older_than_hours") == 72
+    assert coerce(timedelta(hours=36), Days | None, what="quarantine_days") == 1.5
+    assert coerce("PT1H", Seconds, what="ttl_seconds") == 3600 and coerce("600", Seconds, what="ttl_seconds") == 600
+    assert coerce("None", Hours | None, what="orphan_older_than_hours") is None
+    with pytest.raises(LakeConfigError, match="quarantine_days must be a number of days or a duration"):
+        coerce("soon", Days, what="quarantine_days")

@@ -16,6 +16,7 @@ Pure: no Airflow, no Spark. Errors are :class:`LakeConfigError` sentences naming
 from __future__ import annotations
 
 import ast
+import dataclasses
 import json
 import re
 import types
@@ -23,12 +24,27 @@ import typing
 from collections.abc import Mapping, Sequence
 from datetime import date, datetime, timedelta, timezone
 from functools import cache
-from typing import Any, NewType, Union
+from typing import Annotated, Any, NewType, Union
 
 from airflow_lake_provider.exceptions import LakeConfigError
 
 #: Snapshot IDs handed over by upstream tasks: an ID, a list of IDs, or step results (see :func:`snapshot_ids`).
 SnapshotIds = NewType("SnapshotIds", list)
+
+#: Durations, one type in three units: a setting named ``*_seconds``, ``*_hours`` or ``*_days`` takes a
+#: number in that unit, a ``timedelta``, or text with its unit (``"90s"``, ``"36h"``, ``"7d"``, ``"PT1H"``),
+#: and reads it as a number of its unit (:func:`in_unit`).
+@dataclasses.dataclass(frozen=True)
+class DurationUnit:
+    """The unit a duration setting reads a plain number in."""
+
+    name: str
+    seconds: float
+
+
+Seconds = Annotated[Union[float, timedelta, str], DurationUnit("seconds", 1.0)]  # noqa: UP007 - an alias used at runtime
+Hours = Annotated[Union[float, timedelta, str], DurationUnit("hours", 3600.0)]  # noqa: UP007
+Days = Annotated[Union[float, timedelta, str], DurationUnit("days", 86400.0)]  # noqa: UP007
 
 #: Texts that mean "no value" for an optional field: what Jinja renders for None, and empty input.
 NONE_TEXTS = frozenset({"", "none", "null"})
@@ -114,6 +130,47 @@ def number(value: Any, what: str) -> float:
         return float(str(value).strip())
     except ValueError:
         raise LakeConfigError(f"{what} must be a number; got {value!r}.") from None
+
+
+def duration(value: Any, what: str) -> timedelta:
+    """A ``timedelta``, or text with its unit (``"90m"``, ``"36h"``, ``"7d"``, ``"2w"``, ISO ``"PT36H"``)."""
+    if isinstance(value, timedelta):
+        return value
+    text = str(value).strip() if isinstance(value, str) else ""
+    if match := _DURATION.match(text):
+        return timedelta(milliseconds=float(match[1]) * UNIT_MS[match[2].lower()])
+    if (match := _ISO_DURATION.match(text)) and text.upper() not in ("P", "PT") and not text.upper().endswith("T"):
+        return timedelta(milliseconds=sum(float(v) * UNIT_MS[u] for u, v in match.groupdict().items() if v))
+    raise LakeConfigError(f"{what} must be a duration: a timedelta or text with its unit ('90m', '36h', '7d', "
+                          f"'PT36H'); got {value!r}.")
+
+
+def in_unit(value: Any, unit: DurationUnit, what: str) -> float:
+    """A duration as a number of ``unit`` (that of :data:`Seconds`, :data:`Hours`, :data:`Days`): a plain
+    number is already in it; a ``timedelta`` or text with its own unit is converted."""
+    if isinstance(value, timedelta) or (isinstance(value, str) and not _is_number(value)):
+        try:
+            return duration(value, what).total_seconds() / unit.seconds
+        except LakeConfigError:
+            raise LakeConfigError(f"{what} must be a number of {unit.name} or a duration (a timedelta, or text with "
+                                  f"its unit: '90m', '36h', '7d', 'PT36H'); got {value!r}.") from None
+    return number(value, what)
+
+
+def duration_unit(annotation: Any) -> DurationUnit | None:
+    """The unit of a duration annotation (:data:`Seconds`...), ``None`` for any other."""
+    if typing.get_origin(annotation) is Annotated:
+        return next((m for m in annotation.__metadata__ if isinstance(m, DurationUnit)), None)
+    return None
+
+
+def _is_number(text: str) -> bool:
+    try:
+        float(text.strip())
+    except ValueError:
+        return False
+    return True
+
 
 
 def _literal(text: str) -> Any:
@@ -300,6 +357,10 @@ def coerce(value: Any, annotation: Any, *, what: str) -> Any:
     if target is SnapshotIds:
         return snapshot_ids(value, what)
     origin = typing.get_origin(target) or target
+    if (unit := duration_unit(target)) is not None:
+        return in_unit(value, unit, what)
+    if target is timedelta:
+        return duration(value, what)
     if target is bool:
         return flag(value, what)
     if target is int:
@@ -332,7 +393,7 @@ def init_type_hints(cls: type) -> dict[str, Any]:
     hints: dict[str, Any] = {}
     for klass in reversed(cls.__mro__):
         if klass.__module__.startswith("airflow_lake_provider.") and "__init__" in vars(klass):
-            hints.update(typing.get_type_hints(vars(klass)["__init__"]))
+            hints.update(typing.get_type_hints(vars(klass)["__init__"], include_extras=True))
     hints.pop("return", None)
     return hints
 

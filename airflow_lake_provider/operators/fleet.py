@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.assets import announce_table_change, maintenance_alias
+from airflow_lake_provider.core.coercion import Seconds
 from airflow_lake_provider.core.contracts import RewriteResult
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.job_registry import batch_of
@@ -151,7 +152,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
                                  "rewrite_settings": "json"}
 
     def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
-                 ttl_seconds: float = DEFAULT_TTL_SECONDS, holder: str | None = None,
+                 ttl_seconds: Seconds = DEFAULT_TTL_SECONDS, holder: str | None = None,
                  release_leases: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work

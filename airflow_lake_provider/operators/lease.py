@@ -16,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_lake_provider.core.coercion import coerce_rendered_fields
+from airflow_lake_provider.core.coercion import Seconds, coerce_rendered_fields
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import (
     DEFAULT_POKE_INTERVAL_SECONDS,
@@ -54,7 +54,8 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
     :param table: ``namespace.table`` (templated).
     :param lake_conn_id: the ``iceberg_lake`` connection.
     :param ttl_seconds: how long the lease lives unless renewed (templated). Every step renews it
-        when it starts and every third of the ttl while its Spark job runs.
+        when it starts and every third of the ttl while its Spark job runs. This and the other
+        ``*_seconds`` take a number of seconds or a duration (``"1h"``, ``"PT30M"``, a ``timedelta``).
     :param on_busy: ``"wait"``, ``"skip"`` or ``"fail"`` (templated).
     :param wait_timeout_seconds: how long ``"wait"`` waits at most (templated).
     :param poke_interval_seconds: how often ``"wait"`` asks again (templated).
@@ -77,10 +78,10 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
         *,
         table: str,
         lake_conn_id: str = IcebergLakeHook.default_conn_name,
-        ttl_seconds: float = DEFAULT_TTL_SECONDS,
+        ttl_seconds: Seconds = DEFAULT_TTL_SECONDS,
         on_busy: str = "wait",
-        wait_timeout_seconds: float = DEFAULT_WAIT_TIMEOUT_SECONDS,
-        poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS,
+        wait_timeout_seconds: Seconds = DEFAULT_WAIT_TIMEOUT_SECONDS,
+        poke_interval_seconds: Seconds = DEFAULT_POKE_INTERVAL_SECONDS,
         holder: str | None = None,
         dry_run: bool = False,
         mode: str = "reschedule",

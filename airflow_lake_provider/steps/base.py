@@ -212,7 +212,7 @@ class Step(Generic[A, R]):
 
 @cache
 def _field_hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
+    return typing.get_type_hints(cls, include_extras=True)
 
 
 @cache

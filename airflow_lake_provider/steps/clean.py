@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, ClassVar
+from typing import Any, ClassVar, cast
 
 from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.clean_policy import resolve_clean_policy
-from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.coercion import Days, Hours, SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
     AirflowRun,
@@ -82,8 +82,9 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     protected_snapshot_ids: SnapshotIds | None = setting(None, wired=True, doc=(
         "IDs, lists, or upstream step results whose snapshots must stay."))
     remove_orphans: bool = setting(True, doc="Take orphan files at all (``False``: only snapshots).")
-    orphan_older_than_hours: float | None = setting(None, doc=(
-        f"The orphan floor in hours (``None``: {DEFAULT_ORPHAN_OLDER_THAN_HOURS:g}); under {ORPHAN_FLOOR_HOURS:g} "
+    orphan_older_than_hours: Hours | None = setting(None, doc=(
+        f"The orphan floor in hours, or a duration (``'3d'``, a ``timedelta``) (``None``: "
+        f"{DEFAULT_ORPHAN_OLDER_THAN_HOURS:g}); under {ORPHAN_FLOOR_HOURS:g} "
         "is refused unless ``force_orphan_floor``, since a writer still in flight owns young files."))
     force_orphan_floor: bool = setting(False, doc=f"Allow an orphan floor under {ORPHAN_FLOOR_HOURS:g} hours.")
     dry_run: bool = setting(False, doc="Report exactly what would be removed, remove nothing.")
@@ -97,8 +98,9 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         "The root of the orphans' quarantine, a path or URI outside the table location (``None``: "
         "``.lake-quarantine`` beside the table location). Each table's runs sit under "
         "``<quarantine_location>/<namespace>/<table>``."))
-    quarantine_days: float = setting(DEFAULT_QUARANTINE_DAYS, doc=(
-        f"Days a quarantined orphan is kept before a later clean deletes it (default {DEFAULT_QUARANTINE_DAYS:g}; "
+    quarantine_days: Days = setting(DEFAULT_QUARANTINE_DAYS, doc=(
+        f"Days a quarantined orphan is kept before a later clean deletes it, or a duration (``'36h'``) (default "
+        f"{DEFAULT_QUARANTINE_DAYS:g}; "
         "0: delete orphans at once, with no quarantine)."))
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The approval gate's result (``approve_clean.output``): only the snapshots and orphan files it names are "
@@ -118,7 +120,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         now_ms = int(time.time() * 1000)
         settings = CleanSettings.checked(
             self.policy, self.retained, override_table_retention=self.override_table_retention,
-            remove_orphans=self.remove_orphans, orphan_older_than_hours=self.orphan_older_than_hours,
+            remove_orphans=self.remove_orphans,
+            orphan_older_than_hours=cast("float | None", self.orphan_older_than_hours),  # read as hours
             force_orphan_floor=self.force_orphan_floor,
         )
         cutoff = settings.orphan_cutoff_ms(now_ms)

@@ -3,9 +3,9 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow_lake_provider.core.coercion import SnapshotIds
+from airflow_lake_provider.core.coercion import Seconds, SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
     AirflowRun,
@@ -54,15 +54,16 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
     dry_run: bool = setting(False, doc="Plan the conversion in Spark and report its figures; write and commit nothing.")
     max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
         "Attempts when the commit conflicts with another writer (1-10)."))
-    commit_retry_backoff_seconds: float = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
-        "Wait before the first retry, doubled for each further one."))
+    commit_retry_backoff_seconds: Seconds = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
+        "Wait before the first retry in seconds, or a duration (``'5s'``), doubled for each further one."))
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         tags = run.snapshot_properties() if run else {}
         name = self.dotted
         job_args = ConvertEqualityDeletesJobArgs(
             table=name, dry_run=self.dry_run, snapshot_properties=tags,
-            max_attempts=self.max_commit_attempts, retry_backoff_seconds=self.commit_retry_backoff_seconds,
+            max_attempts=self.max_commit_attempts,
+            retry_backoff_seconds=cast("float", self.commit_retry_backoff_seconds),  # read as seconds
         ).validate()
         table = reader.load_table()
         given: list[int] = self.snapshot_id or []

@@ -14,6 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Union
 
+from airflow_lake_provider.core.coercion import duration_unit
 from airflow_lake_provider.steps.base import Step
 from airflow_lake_provider.steps.clean import CleanStep
 from airflow_lake_provider.steps.convert_equality_deletes import ConvertEqualityDeletesStep
@@ -56,6 +57,8 @@ def json_schema(annotation: Any) -> dict[str, Any]:
             return {}  # several kinds (a duration as text or a timedelta): the step reads and checks it
         nullable = type(None) in args
         return {**kinds[0], "type": [kinds[0]["type"], "null"] if nullable else kinds[0]["type"]}
+    if duration_unit(annotation) is not None:
+        return {"type": ["number", "string"]}  # a number in the unit, or a duration with its own ('36h')
     simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
     if annotation in simple:
         return {"type": simple[annotation]}

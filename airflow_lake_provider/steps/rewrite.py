@@ -4,10 +4,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
 from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility, arrow_refusal
-from airflow_lake_provider.core.coercion import whole_number
+from airflow_lake_provider.core.coercion import Seconds, whole_number
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
     AirflowRun,
@@ -87,8 +87,9 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
     max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
         "Attempts when a commit conflicts with another writer; each retry plans the same partitions again from "
         "the current snapshot. After the last one the step fails naming the conflict and what to do."))
-    commit_retry_backoff_seconds: float = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
-        "Wait before the first retry, doubled for each further one (capped at 30 s)."))
+    commit_retry_backoff_seconds: Seconds = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
+        "Wait before the first retry in seconds, or a duration (``'5s'``), doubled for each further one (capped "
+        "at 30 s)."))
     require_plan: bool = setting(False, wired=True, doc=(
         "Fail when no plan arrives instead of rewriting the whole table (the maintenance group sets it)."))
     rewriter: str = setting("auto", doc=(
@@ -181,7 +182,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
             rewrite_manifests=self.rewrite_manifests,
             snapshot_properties=snapshot_properties,
             max_attempts=self.max_commit_attempts,
-            retry_backoff_seconds=self.commit_retry_backoff_seconds,
+            retry_backoff_seconds=cast("float", self.commit_retry_backoff_seconds),  # read as seconds
             rewriter=self.rewriter,
         ).validate()
         args.check_columns([f.name for f in table.schema().fields])
