@@ -148,16 +148,63 @@ DEFAULT_COMMIT_RETRY = CommitRetry()
 
 
 # == plan ==
-# (the plan operator's XCom: PlanResult)
+# (the plan operator's XCom, PlanResult: made by core.planning, read by the rewrite)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFileInfo:
+    """One live data file as the planner sees it (what Iceberg's ``FileScanTask`` offers).
+
+    ``delete_file_paths`` are all delete files that apply to the file (they count towards
+    ``delete-file-threshold``); ``delete_record_count`` is the summed row count of the
+    *file-scoped* ones only (position deletes that reference just this file, or deletion
+    vectors), because that is all Iceberg counts for ``delete-ratio-threshold``.
+    """
+
+    path: str
+    spec_id: int
+    partition: dict[str, Any]
+    size_bytes: int
+    record_count: int
+    delete_file_paths: tuple[str, ...] = ()
+    delete_record_count: int = 0
+
+    def to_detail(self, spec_id: int, partition: Mapping[str, Any]) -> dict[str, Any]:
+        """The file as one of its group's ``file_details``: spec and partition only where they differ
+        from the group's, deletes only where some apply."""
+        item: dict[str, Any] = {"path": self.path, "size_bytes": self.size_bytes, "record_count": self.record_count}
+        if self.spec_id != spec_id or self.partition != partition:
+            item["spec_id"], item["partition"] = self.spec_id, self.partition
+        if self.delete_file_paths:
+            item["delete_file_paths"] = list(self.delete_file_paths)
+            item["delete_record_count"] = self.delete_record_count
+        return item
+
+    @classmethod
+    def from_detail(cls, item: Mapping[str, Any], spec_id: int, partition: Mapping[str, Any]) -> DataFileInfo:
+        """Inverse of :meth:`to_detail` for a file of a group of ``spec_id`` and ``partition``."""
+        return cls(
+            path=item["path"],
+            spec_id=int(item.get("spec_id", spec_id)),
+            partition=dict(item.get("partition", partition)),
+            size_bytes=int(item.get("size_bytes", 0)),
+            record_count=int(item.get("record_count", 0)),
+            delete_file_paths=tuple(item.get("delete_file_paths", ())),
+            delete_record_count=int(item.get("delete_record_count", 0)),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class PlanGroup(Contract):
-    """One file group of a plan: Iceberg rewrites it as a unit (one commit group).
+    """One file group of a plan: Iceberg rewrites it as a unit (one Spark job stage, one commit group).
 
-    ``partition`` is in the table's current spec (files of older specs sit under its all-null
-    partition). ``file_paths`` and ``file_details`` are there only when the plan was made with
-    ``include_file_paths``: absent from the JSON otherwise, not null.
+    ``spec_id``/``partition`` name the group's partition in the table's current spec (files of
+    older specs sit under the current spec's all-null partition, like in Iceberg); each file keeps
+    its own spec and partition. ``expected_output_files`` is stored because it depends on the
+    options the plan was made with. ``file_details`` (the files, in scan order) are held while
+    planning and kept only when the plan was made with ``include_file_paths``; ``file_paths`` is
+    their paths. Both are absent from the JSON without them, not null; a JSON with ``file_paths``
+    but no ``file_details`` reads as files of size 0.
     """
 
     what: ClassVar[str] = "plan group"
@@ -168,15 +215,51 @@ class PlanGroup(Contract):
     bytes: int = 0
     delete_files: int = 0
     expected_output_files: int = 1
-    file_paths: list[str] | None = None
-    file_details: list[dict[str, Any]] | None = None
+    file_paths: tuple[str, ...] | None = dataclasses.field(init=False, default=None)
+    file_details: tuple[DataFileInfo, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.file_details is not None:
+            object.__setattr__(self, "file_paths", tuple(f.path for f in self.file_details))
+
+    @classmethod
+    def of(cls, spec_id: int, partition: Mapping[str, Any], files: Sequence[DataFileInfo],
+           expected_output_files: int = 1) -> PlanGroup:
+        """The group of ``files`` (in scan order), its sums counted from them."""
+        return cls(spec_id=spec_id, partition=dict(partition), files=len(files),
+                   bytes=sum(f.size_bytes for f in files),
+                   delete_files=len({p for f in files for p in f.delete_file_paths}),
+                   expected_output_files=expected_output_files, file_details=tuple(files))
+
+    @property
+    def delete_file_paths(self) -> frozenset[str]:
+        """The distinct delete files touching the group's files (known only with ``file_details``)."""
+        return frozenset(p for f in self.file_details or () for p in f.delete_file_paths)
+
+    def without_files(self) -> PlanGroup:
+        """The group's summary: an XCom for a table of a million files should not carry a million paths."""
+        return self if self.file_details is None else self.replace(file_details=None)
 
     def to_json(self) -> dict[str, Any]:
-        data = super().to_json()
-        for optional in ("file_paths", "file_details"):
-            if data[optional] is None:
-                del data[optional]
+        data = {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)
+                if f.name not in ("file_paths", "file_details")}
+        if self.file_details is not None:
+            data["file_paths"] = [f.path for f in self.file_details]
+            data["file_details"] = [f.to_detail(self.spec_id, self.partition) for f in self.file_details]
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
+        if isinstance(data, Mapping) and "spec_id" in data:
+            details = data.get("file_details")
+            if details is None and data.get("file_paths") is not None:
+                details = [{"path": p} for p in data["file_paths"]]
+            if details is not None:
+                spec_id, partition = int(data["spec_id"]), dict(data.get("partition") or {})
+                data = {**data, "file_details": tuple(
+                    item if isinstance(item, DataFileInfo) else DataFileInfo.from_detail(item, spec_id, partition)
+                    for item in details)}
+        return super().from_json(data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,9 +297,11 @@ class PlanScope(Contract):
 
 @dataclasses.dataclass(frozen=True)
 class PlanResult(Contract):
-    """The plan operator's XCom ``return_value``, which the rewrite reads: groups to rewrite at one snapshot.
+    """The plan: groups to rewrite at one snapshot of one table. The planner makes it
+    (``core.planning.plan_rewrite``, ``plan_table``; the Spark planning job through
+    ``plan_document``), the plan operator returns it as its XCom ``return_value``, the rewrite reads it.
 
-    Made by ``core.planning.plan_document`` (both planning engines); ``options`` is the Iceberg
+    ``options`` is the Iceberg
     ``rewrite_data_files`` option map the plan was made with, every threshold spelled out, so the
     rewrite runs with exactly the plan's thresholds (``RewriteOptions.from_iceberg_options``
     reads it back). ``engine`` and ``scope`` are set by the operator.
@@ -238,6 +323,10 @@ class PlanResult(Contract):
     @property
     def is_empty(self) -> bool:
         return not self.groups
+
+    def without_files(self) -> PlanResult:
+        """The plan with its groups' summaries only (:meth:`PlanGroup.without_files`)."""
+        return self.replace(groups=tuple(g.without_files() for g in self.groups))
 
 
 # == spark plan job ==

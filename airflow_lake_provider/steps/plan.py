@@ -211,7 +211,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
     def _pyiceberg_plan(self) -> PlanResult:
         table, options, row_filter, _ = self._prepared_planning
         return plan_table(table, options, partition_filter=row_filter,
-                          table_name=self.dotted).to_result(include_files=self.include_file_paths)
+                          table_name=self.dotted, include_files=self.include_file_paths)
 
     def _planned(self, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
         scoped = self._prepared_planning[3]
