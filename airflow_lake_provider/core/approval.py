@@ -21,7 +21,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
 from airflow_lake_provider.core.coercion import is_none
-from airflow_lake_provider.core.contracts import Contract
+from airflow_lake_provider.core.contract_base import Contract
 from airflow_lake_provider.exceptions import LakeConfigError
 
 if TYPE_CHECKING:

@@ -7,6 +7,11 @@ class with :meth:`Contract.from_json`, its result comes back as a class, and the
 it to XCom as plain JSON with :meth:`Contract.to_json`. Defaults are the field defaults: written
 once. Older XComs still read: unknown keys are ignored and missing ones take their default.
 
+The base class lives in ``core/contract_base.py`` and the Airflow run every job names in
+``core/airflow_run.py``, below ``core/quarantine.py`` (whose manifest is a contract too), so this
+module imports the quarantine's checks and nothing imports back; ``Contract`` and ``AirflowRun``
+still import from here.
+
 Shipped to the Spark driver with the jobs: pure Python, no Airflow, no Spark.
 """
 
@@ -14,104 +19,18 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core.airflow_run import AirflowRun
 from airflow_lake_provider.core.arrow_rewrite import REWRITERS
 from airflow_lake_provider.core.coercion import whole_number
+from airflow_lake_provider.core.contract_base import Contract
+from airflow_lake_provider.core.quarantine import DEFAULT_QUARANTINE_DAYS, checked_quarantine_days, run_reference
 from airflow_lake_provider.exceptions import LakeConfigError
 
 if TYPE_CHECKING:  # typing_extensions is there for the type checker only: the Spark driver may not have it
     from typing_extensions import Self
-
-#: The prefix of the snapshot summary properties that name the Airflow run behind a commit.
-RUN_PROPERTY_PREFIX = "airflow."
-
-class Contract:
-    """Base of the step contracts (frozen dataclasses): JSON out, JSON in, one validation."""
-
-    #: The step's name in error messages.
-    what: ClassVar[str] = "step"
-
-    if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
-        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @property
-    def expects_spark_work(self) -> bool:
-        """Whether the job is expected to run Spark work (read and write data through Spark). One that
-        only plans and commits through Iceberg's Java API, started by the task (client mode), starts
-        its SparkSession only if it falls back to Spark work, and its driver JVM with the JIT's first
-        tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
-        return True
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
-        return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
-        """The contract from its JSON: unknown keys ignored, missing keys take their default."""
-        if data is None:
-            data = {}
-        if isinstance(data, cls):
-            return data
-        if not isinstance(data, Mapping):
-            raise LakeConfigError(f"The {cls.what} contract needs a mapping; got {type(data).__name__}.")
-        klass: type = cls  # as a plain type: mypy does not see type[Self] as Hashable (the cache's key)
-        hints = _hints(klass)
-        values = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data and f.init:
-                values[f.name] = _from_json(data[f.name], hints.get(f.name))
-        try:
-            return cls(**values)
-        except TypeError as error:  # a required field is missing
-            raise LakeConfigError(f"The {cls.what} contract is incomplete: {error}.") from None
-
-    def validate(self) -> Self:
-        """Refuse a contract that cannot be right (``LakeConfigError``); returns itself."""
-        return self
-
-    def replace(self, **changes: Any) -> Self:
-        return dataclasses.replace(self, **changes)
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, Contract):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_json(v) for v in value]
-    return value
-
-
-def _from_json(value: Any, annotation: Any) -> Any:
-    """Nested contracts (``X``, ``X | None``, ``list[X]``, ``tuple[X, ...]``) from their JSON."""
-    if value is None or annotation is None:
-        return value
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, Contract) and isinstance(value, Mapping):
-            return candidate.from_json(value)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):  # ``tuple[X, ...] | None`` and the like
-        for candidate in typing.get_args(annotation):
-            if typing.get_origin(candidate) in (list, tuple) and isinstance(value, (list, tuple)):
-                return _from_json(value, candidate)
-        return value
-    if origin in (list, tuple) and isinstance(value, (list, tuple)):
-        item = (typing.get_args(annotation) or (None,))[0]
-        items = [_from_json(v, item) for v in value]
-        return tuple(items) if origin is tuple else items
-    return value
 
 
 # == shared by the steps that commit ==
@@ -241,10 +160,10 @@ class PlanGroup(Contract):
         return self if self.file_details is None else self.replace(file_details=None)
 
     def to_json(self) -> dict[str, Any]:
-        data = {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)
-                if f.name not in ("file_paths", "file_details")}
-        if self.file_details is not None:
-            data["file_paths"] = [f.path for f in self.file_details]
+        data = super().to_json()
+        if self.file_details is None:
+            del data["file_paths"], data["file_details"]
+        else:
             data["file_details"] = [f.to_detail(self.spec_id, self.partition) for f in self.file_details]
         return data
 
@@ -664,37 +583,7 @@ class ExpireResult(ExpiryOutcome, RetentionReport):
 
 
 # == clean ==
-# (AirflowRun, CleanJobArgs, CleanJobResult, CleanResult; the quarantine's restore below)
-
-#: How long the clean step keeps orphans in quarantine before a later clean purges them.
-DEFAULT_QUARANTINE_DAYS = 7
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class AirflowRun(Contract):
-    """The Airflow task try that ran a step: one identity, in every shape it is written down
-    (a quarantine manifest, snapshot summary properties, a lease's holder)."""
-
-    what = "Airflow run"
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int | None = None
-    map_index: int = -1
-
-    def snapshot_properties(self) -> dict[str, str]:
-        """The snapshot summary properties (``RUN_PROPERTY_PREFIX``) naming the run that made a commit: a
-        retried task finds its own earlier commit by them, the event-driven trigger the last maintenance."""
-        return {f"{RUN_PROPERTY_PREFIX}dag-id": self.dag_id, f"{RUN_PROPERTY_PREFIX}run-id": self.run_id,
-                f"{RUN_PROPERTY_PREFIX}task-id": self.task_id, f"{RUN_PROPERTY_PREFIX}map-index": str(self.map_index)}
-
-    def lease_holder(self, deployment: str) -> str:
-        """Who holds a lease, readable in the table's metadata: ``deployment/dag_id/run_id[/map_index]``."""
-        parts = [deployment, self.dag_id, self.run_id]
-        if self.map_index not in (None, -1, "-1"):
-            parts.append(str(self.map_index))
-        return "/".join(str(p) for p in parts)
+# (CleanJobArgs, CleanJobResult, CleanResult; the quarantine's restore below)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -722,9 +611,6 @@ class CleanJobArgs(ExpireJobArgs):
     approved_orphan_files: list[str] | None = None
 
     def validate(self) -> Self:
-        # Imported here: core.quarantine builds on this module's Contract.
-        from airflow_lake_provider.core.quarantine import checked_quarantine_days
-
         super().validate()
         checked_quarantine_days(self.quarantine_days)
         return self
@@ -790,8 +676,6 @@ class RestoreQuarantineJobArgs(Contract):
     quarantine_location: str | None = None
 
     def validate(self) -> Self:
-        from airflow_lake_provider.core.quarantine import run_reference
-
         if not self.table:
             raise LakeConfigError(f"The {self.what} needs a table.")
         if self.quarantine_run is not None:
