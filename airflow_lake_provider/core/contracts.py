@@ -22,6 +22,7 @@ import re
 from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.airflow_run import AirflowRun
 from airflow_lake_provider.core.arrow_rewrite import REWRITERS
 from airflow_lake_provider.core.coercion import whole_number
@@ -226,7 +227,7 @@ class PlanResult(Contract):
     reads it back). ``engine`` and ``scope`` are set by the operator.
     """
 
-    what: ClassVar[str] = "plan"
+    what: ClassVar[str] = names.PLAN
 
     table: str = ""
     snapshot_id: int | None = None
@@ -344,7 +345,7 @@ class RewriteJobArgs(CommitRetry):
     each further one. The operator's parameters take their defaults from these fields.
     """
 
-    what: ClassVar[str] = "rewrite"
+    what: ClassVar[str] = names.REWRITE
 
     table: str
     planned_snapshot_id: int | None = None
@@ -848,7 +849,7 @@ class BatchJobArgs(Contract):
     def validate(self) -> Self:
         if not self.jobs:
             raise LakeConfigError(f"The {self.what} needs at least one job.")
-        if any(item.job == "batch" for item in self.jobs):
+        if any(item.job == names.BATCH for item in self.jobs):
             raise LakeConfigError(f"A {self.what} cannot hold another batch.")
         return self
 
