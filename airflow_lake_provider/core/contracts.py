@@ -217,14 +217,14 @@ class PlanScope(Contract):
 
 @dataclasses.dataclass(frozen=True)
 class PlanResult(Contract):
-    """The plan: groups to rewrite at one snapshot of one table. The planner makes it
-    (``core.planning.plan_rewrite``, ``plan_table``; the Spark planning job through
-    ``plan_document``), the plan operator returns it as its XCom ``return_value``, the rewrite reads it.
+    """The plan: groups to rewrite at one snapshot of one table, one model from planner to rewrite.
 
-    ``options`` is the Iceberg
-    ``rewrite_data_files`` option map the plan was made with, every threshold spelled out, so the
-    rewrite runs with exactly the plan's thresholds (``RewriteOptions.from_iceberg_options``
-    reads it back). ``engine`` and ``scope`` are set by the operator.
+    The planner makes it (``core.planning.plan_rewrite`` and ``plan_table``; the Spark planning job
+    through ``plan_document``), the plan operator returns it as its XCom ``return_value``, the
+    rewrite reads it. ``options`` is the Iceberg ``rewrite_data_files`` option map the plan was
+    made with, every threshold spelled out, so the rewrite runs with exactly the plan's thresholds
+    (``RewriteOptions.from_iceberg_options`` reads it back). ``engine`` and ``scope`` are set by
+    the operator.
     """
 
     what: ClassVar[str] = names.PLAN
