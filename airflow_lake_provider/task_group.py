@@ -23,6 +23,7 @@ from airflow.sdk import TaskGroup
 
 from airflow_lake_provider.core.approval import DeletionThreshold
 from airflow_lake_provider.core.coercion import duration
+from airflow_lake_provider.core.step_names import CLEAN, EXPIRE, PLAN, REWRITE
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.approval import LakeDeletionApprovalOperator
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
@@ -35,8 +36,8 @@ from airflow_lake_provider.operators.lease import (
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
-#: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``.
-PLAN, REWRITE, EXPIRE, CLEAN = "plan", "rewrite", "expire", "clean"
+#: The labels of the group's tasks: their task ids, prefixed with the group id unless ``prefix_group_id=False``
+#: (the steps' are their names: PLAN, REWRITE, EXPIRE, CLEAN).
 ACQUIRE_LEASE, RELEASE_LEASE = "acquire_lease", "release_lease"
 #: What ``lease=`` may set: the acquire operator's settings.
 LEASE_OPTIONS = ("ttl_seconds", "on_busy", "wait_timeout_seconds", "poke_interval_seconds", "holder")
@@ -236,7 +237,7 @@ def lake_maintenance_group(
             plan_task >> rewrite_task >> expire_task >> clean_task
         else:
             expire_preview = IcebergExpireSnapshotsOperator(task_id=EXPIRE_PREVIEW, **expire_args, dry_run=True)
-            approve_expire = gate("expire", APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN],
+            approve_expire = gate(EXPIRE, APPROVE_EXPIRE, expire_preview, [CLEAN_PREVIEW, APPROVE_CLEAN, CLEAN],
                                   approve_deletions_over)
             # The step runs after a skipped rewrite too (cleanup_trigger_rule), so the trigger rule cannot
             # be what stops it: require_approval makes it skip itself when its gate passed nothing, and a
@@ -245,7 +246,7 @@ def lake_maintenance_group(
                                                          approved=cast("dict[str, Any]", approve_expire.output),
                                                          require_approval=True, **dry)
             clean_preview = IcebergCleanPolicyOperator(task_id=CLEAN_PREVIEW, **clean_args(expire_task), dry_run=True)
-            approve_clean = gate("clean", APPROVE_CLEAN, clean_preview, [], approve_deletions_over)
+            approve_clean = gate(CLEAN, APPROVE_CLEAN, clean_preview, [], approve_deletions_over)
             clean_task = IcebergCleanPolicyOperator(task_id=CLEAN, **clean_args(expire_task),
                                                     approved=cast("dict[str, Any]", approve_clean.output),
                                                     require_approval=True, **dry)

@@ -89,7 +89,7 @@ def simulated_runs(total_files: int, max_files: int) -> list[dict]:
         plan_s, plan = timed(plan_rewrite, files, options)
         if plan.is_empty:
             break
-        taken = {f.path for g in plan.groups for f in g.files}
+        taken = {f.path for g in plan.groups for f in g.file_details}
         outputs = [DataFileInfo(path=f"s3://lake/t/data/part={g.partition['part']}/compacted-{len(runs)}-{n}.parquet",
                                 spec_id=0, partition=g.partition, size_bytes=target, record_count=10)
                    for g in plan.groups for n in range(g.expected_output_files)]

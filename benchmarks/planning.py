@@ -40,7 +40,7 @@ table = IcebergLakeHook().load_table("{TABLE}")
 options = RewriteOptions.from_table_properties(dict(table.properties), target_file_size_bytes={TARGET})
 before_mb = _status_mb("VmRSS")
 started = time.perf_counter()
-plan = plan_table(table, options, table_name="{TABLE}").to_dict(include_files=False)
+plan = plan_table(table, options, table_name="{TABLE}", include_files=False).to_json()
 seconds = time.perf_counter() - started
 peaks = _peaks()
 print(json.dumps({{"seconds": seconds, **peaks, "extra_mb": round(peaks["peak_mb"] - before_mb), "plan": plan}}))

@@ -68,7 +68,7 @@ def test_retention_and_planning_key_partitions_alike():
 def test_plan_totals_count_partitions_by_identity():
     files = [DataFileInfo(f"f{i}", 0, {"day": i % 2, "region": "eu"}, 10, 1) for i in range(6)]
     plan = plan_rewrite(files, RewriteOptions(target_file_size_bytes=1000, min_input_files=2))
-    assert plan.to_dict()["totals"]["partitions"] == 2
+    assert plan.to_json()["totals"]["partitions"] == 2
 
 
 def test_a_tables_file_sizes_have_one_owner():
@@ -85,7 +85,7 @@ def test_health_small_files_are_the_planners_small_file_candidates(lake_hook, na
     table = lake_hook.load_table(name)
     health = table_health(table, table_name=name)
     options = RewriteOptions.from_table_properties(dict(table.properties), min_input_files=2)
-    candidates = {f.path for g in plan_table(table, options).groups for f in g.files
+    candidates = {f.path for g in plan_table(table, options).groups for f in g.file_details
                   if f.size_bytes < options.resolved().min_file_size_bytes}
     assert health.target_file_size_bytes == TARGET
     assert health.small_file_limit_bytes == options.resolved().min_file_size_bytes

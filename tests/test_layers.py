@@ -47,3 +47,28 @@ def test_the_jobs_archive_holds_the_pure_floor_and_nothing_of_airflow():
     assert not any(p.startswith(("hooks", "operators", "sensors", "triggers")) for p in shipped)
     for path in shipped_modules():
         assert not any(n.split(".")[0] == "airflow" for n in imported_names(path)), path
+
+
+def _module_name(path: Path) -> str:
+    return ".".join(path.relative_to(PACKAGE.parent).with_suffix("").parts).removesuffix(".__init__")
+
+
+def test_no_module_of_the_package_imports_itself_back_even_lazily():
+    """The import graph has no cycle, counting imports inside functions: a lazy import hides a cycle,
+    it does not remove it (core/contracts and core/quarantine had one)."""
+    modules = {_module_name(path): path for path in MODULES}
+    imports = {name: {n for n in imported_names(path, with_imported=True) if n in modules and n != name}
+               for name, path in modules.items()}
+    done: set[str] = set()
+
+    def visit(name: str, trail: tuple[str, ...]) -> None:
+        if name in trail:
+            raise AssertionError("import cycle: " + " -> ".join((*trail[trail.index(name):], name)))
+        if name in done:
+            return
+        for target in sorted(imports[name]):
+            visit(target, (*trail, name))
+        done.add(name)
+
+    for name in sorted(modules):
+        visit(name, ())

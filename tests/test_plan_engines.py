@@ -24,7 +24,7 @@ from lake_checks import FakeTaskInstance, plans_by_both_engines
 def _both_plans(spark, lake_hook, name: str, partition_filter: str | None = None, **overrides):
     table = lake_hook.load_table(name)
     options = RewriteOptions.from_table_properties(dict(table.properties), **overrides)
-    expected = plan_table(table, options, partition_filter=partition_filter, table_name=name).to_dict()
+    expected = plan_table(table, options, partition_filter=partition_filter, table_name=name).to_json()
     predicates = spark_partition_predicates(table, parse_partition_filter(table, partition_filter))
     got = plan_job.run(spark, "lake", {
         "table": name, "snapshot_id": table.current_snapshot().snapshot_id,

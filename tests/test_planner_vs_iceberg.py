@@ -27,7 +27,7 @@ def _rewrite_with_iceberg(spark, lake_hook, name: str, options: dict[str, str]) 
 
 def _planned_paths(plan) -> dict[str, set[str]]:
     by_partition: dict[str, set[str]] = {}
-    for group in plan.to_dict()["groups"]:
+    for group in plan.to_json()["groups"]:
         by_partition.setdefault(repr(sorted(group["partition"].items())), set()).update(group["file_paths"])
     return by_partition
 
@@ -71,7 +71,7 @@ def test_planned_files_are_the_files_iceberg_rewrites(spark, lake_hook, namespac
     removed = _rewrite_with_iceberg(spark, lake_hook, name, options.to_iceberg_options())
     planned = set().union(*_planned_paths(plan).values()) if plan.groups else set()
     assert planned == removed
-    assert plan.to_dict()["totals"]["files"] == len(removed)
+    assert plan.to_json()["totals"]["files"] == len(removed)
 
 
 def test_a_file_with_too_many_deletes_is_planned_alone_like_iceberg(spark, lake_hook, namespace):
@@ -98,7 +98,7 @@ def test_a_cap_on_files_per_group_plans_like_iceberg_1_12(spark, lake_hook, name
                                                    min_input_files=3, max_file_group_input_files=3)
     plan = plan_table(table, options, table_name=name)
     assert options.to_iceberg_options()["max-file-group-input-files"] == "3"
-    assert [len(group["file_paths"]) for group in plan.to_dict()["groups"]] == [3] * 6  # 3 + 3 per partition; 2 left
+    assert [len(group["file_paths"]) for group in plan.to_json()["groups"]] == [3] * 6  # 3 + 3 per partition; 2 left
     removed = _rewrite_with_iceberg(spark, lake_hook, name, options.to_iceberg_options())
 
     def per_partition(paths) -> dict[str, int]:

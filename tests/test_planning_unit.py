@@ -10,11 +10,10 @@ import pyarrow as pa
 import pytest
 
 from airflow_lake_provider.exceptions import LakeConfigError, LakeSnapshotError
+from airflow_lake_provider.core.contracts import PlanGroup, PlanResult
 from airflow_lake_provider.core.planning import (
     DataFileInfo,
-    FileGroup,
     RewriteOptions,
-    RewritePlan,
     expected_output_files,
     plan_rewrite,
     plan_table,
@@ -42,8 +41,8 @@ def opts(**kw) -> RewriteOptions:
     return RewriteOptions(target_file_size_bytes=kw.pop("target_file_size_bytes", T), **kw)
 
 
-def sizes(plan: RewritePlan) -> list[list[int]]:
-    return [[x.size_bytes for x in g.files] for g in plan.groups]
+def sizes(plan: PlanResult) -> list[list[int]]:
+    return [[x.size_bytes for x in g.file_details] for g in plan.groups]
 
 
 # ---------------------------------------------------------------------------------------------
@@ -169,7 +168,7 @@ def test_groups_per_partition_sorted_by_partition_json():
     plan = plan_rewrite(files, opts(min_input_files=2))
     # '"' sorts before 'n': named partitions first, the null partition last; lone "c" is dropped
     assert [g.partition for g in plan.groups] == [{"cat": "a"}, {"cat": "b"}, {"cat": None}]
-    assert [[x.path.split("/")[-1] for x in g.files] for g in plan.groups] == [
+    assert [[x.path.split("/")[-1] for x in g.file_details] for g in plan.groups] == [
         ["a1.parquet", "a2.parquet"], ["b1.parquet", "b2.parquet"], ["n1.parquet", "n2.parquet"]
     ]
 
@@ -177,7 +176,7 @@ def test_groups_per_partition_sorted_by_partition_json():
 def test_groups_per_spec_without_current_spec():
     files = [f("s0a", 10, spec=0), f("s0b", 10, spec=0), f("s1a", 10, spec=1), f("s1b", 10, spec=1)]
     plan = plan_rewrite(files, opts(min_input_files=2))
-    assert [(g.spec_id, g.file_count) for g in plan.groups] == [(0, 2), (1, 2)]
+    assert [(g.spec_id, g.files) for g in plan.groups] == [(0, 2), (1, 2)]
 
 
 def test_other_specs_are_lumped_into_the_current_specs_null_partition():
@@ -186,13 +185,13 @@ def test_other_specs_are_lumped_into_the_current_specs_null_partition():
     old = [DataFileInfo(f"old{i}", 0, {}, 10, 1) for i in range(2)]
     current = [f("new-null", 10, None, spec=1), f("new-a1", 10, "a", spec=1), f("new-a2", 10, "a", spec=1)]
     plan = plan_rewrite(old + current, opts(min_input_files=2), current_spec_id=1, current_partition_fields=["cat"])
-    by_partition = {json.dumps(g.partition): [x.path for x in g.files] for g in plan.groups}
+    by_partition = {json.dumps(g.partition): [x.path for x in g.file_details] for g in plan.groups}
     assert by_partition == {
         '{"cat": "a"}': ["s3://wh/new-a1.parquet", "s3://wh/new-a2.parquet"],
         '{"cat": null}': ["old0", "old1", "s3://wh/new-null.parquet"],
     }
     assert {g.spec_id for g in plan.groups} == {1}
-    assert plan.groups[1].files[0].spec_id == 0  # files keep their own spec
+    assert plan.groups[1].file_details[0].spec_id == 0  # files keep their own spec
 
 
 def test_bin_packing_splits_at_max_file_group_size_in_order():
@@ -274,7 +273,7 @@ def test_delete_files_are_counted_once_per_group_and_plan():
     files = [DataFileInfo(f"p{i}", 0, {"cat": "a"}, 10, 5, shared, 1) for i in range(5)]
     plan = plan_rewrite(files, opts())
     assert plan.groups[0].delete_files == 1
-    assert plan.to_dict()["totals"]["delete_files"] == 1
+    assert plan.to_json()["totals"]["delete_files"] == 1
 
 
 # ---------------------------------------------------------------------------------------------
@@ -309,7 +308,7 @@ def test_expected_output_files_iceberg_doc_example():
 
 def test_plan_expected_output_files_total():
     files = [f(str(i), 60) for i in range(5)]  # 300 bytes -> 3 files of 100
-    d = plan_rewrite(files, opts()).to_dict()
+    d = plan_rewrite(files, opts()).to_json()
     assert d["groups"][0]["expected_output_files"] == 3 and d["expected_output_files"] == 3
 
 
@@ -328,10 +327,10 @@ def _backlog() -> list[DataFileInfo]:
 def test_budget_skips_groups_that_do_not_fit_and_keeps_order():
     plan = plan_rewrite(_backlog(), opts(min_input_files=2, max_files=9))
     # groups a(6) b(3) c(5) d(2) e(4): a, b fit (9); c, d, e would overflow
-    assert [(g.partition["cat"], g.file_count) for g in plan.groups] == [("a", 6), ("b", 3)]
+    assert [(g.partition["cat"], g.files) for g in plan.groups] == [("a", 6), ("b", 3)]
     assert plan.skipped_by_budget == 3
     plan = plan_rewrite(_backlog(), opts(min_input_files=2, max_files=8))
-    assert [(g.partition["cat"], g.file_count) for g in plan.groups] == [("a", 6), ("d", 2)]
+    assert [(g.partition["cat"], g.files) for g in plan.groups] == [("a", 6), ("d", 2)]
     plan = plan_rewrite(_backlog(), opts(min_input_files=2, max_bytes=45))  # a=60 b=30 c=50 d=20 e=40 bytes
     assert [(g.partition["cat"], g.bytes) for g in plan.groups] == [("b", 30)] and plan.skipped_by_budget == 4
 
@@ -344,9 +343,9 @@ def test_budget_runs_converge():
         plan = plan_rewrite(files, o)
         if plan.is_empty:
             break
-        d = plan.to_dict()["totals"]
+        d = plan.to_json()["totals"]
         assert d["files"] <= 7 and d["bytes"] <= 70
-        done = {x.path for g in plan.groups for x in g.files}
+        done = {x.path for g in plan.groups for x in g.file_details}
         files = [x for x in files if x.path not in done]  # the rewrite "removed" them
         runs.append(sorted(g.partition["cat"] for g in plan.groups))
         assert len(runs) < 10
@@ -370,7 +369,7 @@ def test_budget_takes_a_partition_with_all_its_groups_or_not_at_all():
     # taking one of them would rewrite both and break the budget.
     files = [f(f"a{i}", 10, "a") for i in range(8)] + [f(f"b{i}", 10, "b") for i in range(3)]
     plan = plan_rewrite(files, opts(min_input_files=2, max_file_group_size_bytes=50, max_files=6))
-    assert [(g.partition["cat"], g.file_count) for g in plan.groups] == [("b", 3)]
+    assert [(g.partition["cat"], g.files) for g in plan.groups] == [("b", 3)]
     assert plan.skipped_by_budget == 2
     plan = plan_rewrite(files, opts(min_input_files=2, max_file_group_size_bytes=50, max_files=11))
     assert sorted(g.partition["cat"] for g in plan.groups) == ["a", "a", "b"]
@@ -381,7 +380,7 @@ def test_budget_takes_a_partition_with_all_its_groups_or_not_at_all():
 # ---------------------------------------------------------------------------------------------
 
 
-def test_to_dict_from_dict_round_trip_is_json():
+def test_to_json_from_json_round_trip_is_json():
     files = [
         f("a1", 10, "a", deletes=1, deleted_rows=3),
         f("a2", 20, "a"),
@@ -391,12 +390,13 @@ def test_to_dict_from_dict_round_trip_is_json():
     ]
     plan = plan_rewrite(files, opts(min_input_files=2, max_files=100), table="ns.t", snapshot_id=42,
                         current_spec_id=1, current_partition_fields=["cat"])
-    d = plan.to_dict()
+    d = plan.to_json()
     text = json.dumps(d)
-    back = RewritePlan.from_dict(json.loads(text))
-    assert back.to_dict() == d
-    assert back.groups == plan.groups
-    assert back.options == plan.options.resolved()
+    back = PlanResult.from_json(json.loads(text))
+    assert back.to_json() == d
+    assert back == plan
+    assert RewriteOptions.from_iceberg_options(back.options, max_files=back.budget.max_files) == \
+        opts(min_input_files=2, max_files=100).resolved()
     assert d["table"] == "ns.t" and d["snapshot_id"] == 42 and d["skipped_by_budget"] == 0
     assert d["totals"] == {"groups": 2, "files": 5, "bytes": 105, "delete_files": 1, "partitions": 2}
     g = d["groups"][0]
@@ -406,22 +406,32 @@ def test_to_dict_from_dict_round_trip_is_json():
     # spec-0 files are lumped under the current spec's null partition and keep their own spec
     lumped = d["groups"][1]
     assert (lumped["spec_id"], lumped["partition"], lumped["files"], lumped["delete_files"]) == (1, {"cat": None}, 3, 1)
-    assert [p for g in d["groups"] for p in g["file_paths"]] == [x.path for g in plan.groups for x in g.files]
+    assert [p for g in d["groups"] for p in g["file_paths"]] == [x.path for g in plan.groups for x in g.file_details]
     assert d["options"]["min-input-files"] == "2" and d["budget"] == {"max_files": 100, "max_bytes": None}
 
 
-def test_from_dict_with_paths_only():
+def test_from_json_with_paths_only():
     d = {"table": "t", "snapshot_id": None, "options": {"target-file-size-bytes": "100"},
          "groups": [{"spec_id": 0, "partition": {"cat": "a"}, "file_paths": ["x", "y"], "expected_output_files": 1}]}
-    plan = RewritePlan.from_dict(d)
-    assert [x.path for x in plan.groups[0].files] == ["x", "y"] and plan.snapshot_id is None
-    assert FileGroup.from_dict(plan.groups[0].to_dict()) == plan.groups[0]
+    plan = PlanResult.from_json(d)
+    assert [x.path for x in plan.groups[0].file_details] == ["x", "y"] and plan.snapshot_id is None
+    assert plan.groups[0].file_paths == ("x", "y")
+    assert PlanGroup.from_json(plan.groups[0].to_json()) == plan.groups[0]
+
+
+def test_without_files_keeps_the_sums():
+    plan = plan_rewrite([f("a1", 10, deletes=1), f("a2", 20)], opts(min_input_files=2), table="t")
+    summary = plan.without_files()
+    assert summary.totals == plan.totals and summary.groups[0].delete_files == 1
+    assert "file_paths" not in summary.to_json()["groups"][0] and summary.groups[0].file_paths is None
+    assert {k: v for k, v in plan.to_json()["groups"][0].items() if not k.startswith("file_")} == \
+        summary.to_json()["groups"][0]
 
 
 def test_empty_plan():
     plan = plan_rewrite([], opts(), table="t")
     assert plan.is_empty
-    d = plan.to_dict()
+    d = plan.to_json()
     assert d["groups"] == [] and d["totals"]["files"] == 0 and d["expected_output_files"] == 0
 
 
@@ -472,27 +482,27 @@ def test_plan_table_matches_the_tables_files(events):
     assert _files_per_partition(events) == {"a": 6, "b": 3, "c": 5}
     plan = plan_table(events, table_name="ns.events")  # default target 512 MiB: every file is small
     assert plan.snapshot_id == events.current_snapshot().snapshot_id
-    assert plan.options.target_file_size_bytes == 536870912
-    assert [(g.partition, g.file_count) for g in plan.groups] == [({"category": "a"}, 6), ({"category": "c"}, 5)]
+    assert plan.options["target-file-size-bytes"] == "536870912"
+    assert [(g.partition, g.files) for g in plan.groups] == [({"category": "a"}, 6), ({"category": "c"}, 5)]
     live = set(events.inspect.files().column("file_path").to_pylist())
-    assert {x.path for g in plan.groups for x in g.files} <= live
+    assert {x.path for g in plan.groups for x in g.file_details} <= live
     for g in plan.groups:
         assert g.spec_id == 0 and g.expected_output_files == 1
-        assert all(x.record_count == 10 and x.size_bytes > 0 for x in g.files)
+        assert all(x.record_count == 10 and x.size_bytes > 0 for x in g.file_details)
 
     plan = plan_table(events, RewriteOptions.from_table_properties(events.properties, min_input_files=3))
-    assert [g.file_count for g in plan.groups] == [6, 3, 5]
-    assert plan.to_dict()["totals"]["files"] == events.inspect.files().num_rows
+    assert [g.files for g in plan.groups] == [6, 3, 5]
+    assert plan.to_json()["totals"]["files"] == events.inspect.files().num_rows
 
 
 def test_plan_table_filter_and_snapshot(events):
     o = RewriteOptions.from_table_properties(events.properties, min_input_files=2)
     plan = plan_table(events, o, partition_filter="category = 'b'")
-    assert [(g.partition, g.file_count) for g in plan.groups] == [({"category": "b"}, 3)]
+    assert [(g.partition, g.files) for g in plan.groups] == [({"category": "b"}, 3)]
     # an older snapshot: after the first 4 commits only partition a (4 files) existed
     old = events.history()[3].snapshot_id
     plan = plan_table(events, o, snapshot_id=old)
-    assert plan.snapshot_id == old and [g.file_count for g in plan.groups] == [4]
+    assert plan.snapshot_id == old and [g.files for g in plan.groups] == [4]
     with pytest.raises(LakeSnapshotError):
         plan_table(events, o, snapshot_id=123)
 
@@ -510,8 +520,8 @@ def test_plan_table_target_from_table_property_and_budget(events):
     with events.transaction() as tx:
         tx.set_properties({"write.target-file-size-bytes": "1048576"})
     plan = plan_table(events, RewriteOptions.from_table_properties(events.properties, max_files=5))
-    assert plan.options.target_file_size_bytes == 1048576
-    assert [g.file_count for g in plan.groups] == [5] and plan.skipped_by_budget == 1
+    assert plan.options["target-file-size-bytes"] == "1048576"
+    assert [g.files for g in plan.groups] == [5] and plan.skipped_by_budget == 1
 
 
 def test_plan_table_without_snapshot(catalog):
@@ -532,9 +542,9 @@ def test_plan_table_partition_evolution_lumps_old_files(catalog):
         table.append(_batch(100 + 10 * j, 10, "b"))
     plan = plan_table(table, RewriteOptions.from_table_properties(table.properties, min_input_files=2))
     spec_id = table.spec().spec_id
-    assert [(g.spec_id, g.partition, g.file_count) for g in plan.groups] == [
+    assert [(g.spec_id, g.partition, g.files) for g in plan.groups] == [
         (spec_id, {"category": "b"}, 2),
         (spec_id, {"category": None}, 3),  # the unpartitioned files, as one group like Iceberg
     ]
-    assert {x.spec_id for x in plan.groups[1].files} == {0}
-    assert json.loads(json.dumps(plan.to_dict()))["totals"]["files"] == 5
+    assert {x.spec_id for x in plan.groups[1].file_details} == {0}
+    assert json.loads(json.dumps(plan.to_json()))["totals"]["files"] == 5

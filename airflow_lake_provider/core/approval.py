@@ -20,8 +20,9 @@ import hashlib
 from collections.abc import Iterable, Mapping, Sequence
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import is_none
-from airflow_lake_provider.core.contracts import Contract
+from airflow_lake_provider.core.contract_base import Contract
 from airflow_lake_provider.exceptions import LakeConfigError
 
 if TYPE_CHECKING:
@@ -127,7 +128,7 @@ class DeletionPreview(Contract):
     what: ClassVar[str] = "deletion preview"
 
     table: str
-    step: str  # "expire" or "clean"
+    step: str  # one of step_names.DELETING_STEPS
     snapshot_ids: list[int] = dataclasses.field(default_factory=list)
     snapshot_reasons: dict[str, str] = dataclasses.field(default_factory=dict)
     snapshot_file_count: int = 0
@@ -194,7 +195,7 @@ def approval_body(preview: DeletionPreview, threshold: DeletionThreshold, *, lis
          f"files ({human_bytes(preview.snapshot_bytes)}) no remaining snapshot needs, and "
          f"{preview.metadata_file_count} manifests and manifest lists"),
     ]
-    if preview.step == "clean":
+    if preview.step == names.CLEAN:
         lines.append(f"- **{preview.orphan_file_count} orphan files** ({human_bytes(preview.orphan_bytes)} "
                      f"for the {len(preview.orphan_files)} listed) that no snapshot, tag or branch references")
     lines += [

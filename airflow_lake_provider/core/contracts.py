@@ -7,6 +7,11 @@ class with :meth:`Contract.from_json`, its result comes back as a class, and the
 it to XCom as plain JSON with :meth:`Contract.to_json`. Defaults are the field defaults: written
 once. Older XComs still read: unknown keys are ignored and missing ones take their default.
 
+The base class lives in ``core/contract_base.py`` and the Airflow run every job names in
+``core/airflow_run.py``, below ``core/quarantine.py`` (whose manifest is a contract too), so this
+module imports the quarantine's checks and nothing imports back; ``Contract`` and ``AirflowRun``
+still import from here.
+
 Shipped to the Spark driver with the jobs: pure Python, no Airflow, no Spark.
 """
 
@@ -14,104 +19,19 @@ from __future__ import annotations
 
 import dataclasses
 import re
-import types
-import typing
 from collections.abc import Mapping, Sequence
-from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core import step_names as names
+from airflow_lake_provider.core.airflow_run import AirflowRun
 from airflow_lake_provider.core.arrow_rewrite import REWRITERS
 from airflow_lake_provider.core.coercion import whole_number
+from airflow_lake_provider.core.contract_base import Contract
+from airflow_lake_provider.core.quarantine import DEFAULT_QUARANTINE_DAYS, checked_quarantine_days, run_reference
 from airflow_lake_provider.exceptions import LakeConfigError
 
 if TYPE_CHECKING:  # typing_extensions is there for the type checker only: the Spark driver may not have it
     from typing_extensions import Self
-
-#: The prefix of the snapshot summary properties that name the Airflow run behind a commit.
-RUN_PROPERTY_PREFIX = "airflow."
-
-class Contract:
-    """Base of the step contracts (frozen dataclasses): JSON out, JSON in, one validation."""
-
-    #: The step's name in error messages.
-    what: ClassVar[str] = "step"
-
-    if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
-        __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
-
-    @property
-    def expects_spark_work(self) -> bool:
-        """Whether the job is expected to run Spark work (read and write data through Spark). One that
-        only plans and commits through Iceberg's Java API, started by the task (client mode), starts
-        its SparkSession only if it falls back to Spark work, and its driver JVM with the JIT's first
-        tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
-        return True
-
-    def to_json(self) -> dict[str, Any]:
-        """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
-        return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
-
-    @classmethod
-    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
-        """The contract from its JSON: unknown keys ignored, missing keys take their default."""
-        if data is None:
-            data = {}
-        if isinstance(data, cls):
-            return data
-        if not isinstance(data, Mapping):
-            raise LakeConfigError(f"The {cls.what} contract needs a mapping; got {type(data).__name__}.")
-        klass: type = cls  # as a plain type: mypy does not see type[Self] as Hashable (the cache's key)
-        hints = _hints(klass)
-        values = {}
-        for f in dataclasses.fields(cls):
-            if f.name in data and f.init:
-                values[f.name] = _from_json(data[f.name], hints.get(f.name))
-        try:
-            return cls(**values)
-        except TypeError as error:  # a required field is missing
-            raise LakeConfigError(f"The {cls.what} contract is incomplete: {error}.") from None
-
-    def validate(self) -> Self:
-        """Refuse a contract that cannot be right (``LakeConfigError``); returns itself."""
-        return self
-
-    def replace(self, **changes: Any) -> Self:
-        return dataclasses.replace(self, **changes)
-
-
-@cache
-def _hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls)
-
-
-def _to_json(value: Any) -> Any:
-    if isinstance(value, Contract):
-        return value.to_json()
-    if isinstance(value, Mapping):
-        return {str(k): _to_json(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [_to_json(v) for v in value]
-    return value
-
-
-def _from_json(value: Any, annotation: Any) -> Any:
-    """Nested contracts (``X``, ``X | None``, ``list[X]``, ``tuple[X, ...]``) from their JSON."""
-    if value is None or annotation is None:
-        return value
-    for candidate in (annotation, *typing.get_args(annotation)):
-        if isinstance(candidate, type) and issubclass(candidate, Contract) and isinstance(value, Mapping):
-            return candidate.from_json(value)
-    origin = typing.get_origin(annotation)
-    if origin in (typing.Union, types.UnionType):  # ``tuple[X, ...] | None`` and the like
-        for candidate in typing.get_args(annotation):
-            if typing.get_origin(candidate) in (list, tuple) and isinstance(value, (list, tuple)):
-                return _from_json(value, candidate)
-        return value
-    if origin in (list, tuple) and isinstance(value, (list, tuple)):
-        item = (typing.get_args(annotation) or (None,))[0]
-        items = [_from_json(v, item) for v in value]
-        return tuple(items) if origin is tuple else items
-    return value
 
 
 # == shared by the steps that commit ==
@@ -148,16 +68,63 @@ DEFAULT_COMMIT_RETRY = CommitRetry()
 
 
 # == plan ==
-# (the plan operator's XCom: PlanResult)
+# (the plan operator's XCom, PlanResult: made by core.planning, read by the rewrite)
+
+
+@dataclasses.dataclass(frozen=True)
+class DataFileInfo:
+    """One live data file as the planner sees it (what Iceberg's ``FileScanTask`` offers).
+
+    ``delete_file_paths`` are all delete files that apply to the file (they count towards
+    ``delete-file-threshold``); ``delete_record_count`` is the summed row count of the
+    *file-scoped* ones only (position deletes that reference just this file, or deletion
+    vectors), because that is all Iceberg counts for ``delete-ratio-threshold``.
+    """
+
+    path: str
+    spec_id: int
+    partition: dict[str, Any]
+    size_bytes: int
+    record_count: int
+    delete_file_paths: tuple[str, ...] = ()
+    delete_record_count: int = 0
+
+    def to_detail(self, spec_id: int, partition: Mapping[str, Any]) -> dict[str, Any]:
+        """The file as one of its group's ``file_details``: spec and partition only where they differ
+        from the group's, deletes only where some apply."""
+        item: dict[str, Any] = {"path": self.path, "size_bytes": self.size_bytes, "record_count": self.record_count}
+        if self.spec_id != spec_id or self.partition != partition:
+            item["spec_id"], item["partition"] = self.spec_id, self.partition
+        if self.delete_file_paths:
+            item["delete_file_paths"] = list(self.delete_file_paths)
+            item["delete_record_count"] = self.delete_record_count
+        return item
+
+    @classmethod
+    def from_detail(cls, item: Mapping[str, Any], spec_id: int, partition: Mapping[str, Any]) -> DataFileInfo:
+        """Inverse of :meth:`to_detail` for a file of a group of ``spec_id`` and ``partition``."""
+        return cls(
+            path=item["path"],
+            spec_id=int(item.get("spec_id", spec_id)),
+            partition=dict(item.get("partition", partition)),
+            size_bytes=int(item.get("size_bytes", 0)),
+            record_count=int(item.get("record_count", 0)),
+            delete_file_paths=tuple(item.get("delete_file_paths", ())),
+            delete_record_count=int(item.get("delete_record_count", 0)),
+        )
 
 
 @dataclasses.dataclass(frozen=True)
 class PlanGroup(Contract):
-    """One file group of a plan: Iceberg rewrites it as a unit (one commit group).
+    """One file group of a plan: Iceberg rewrites it as a unit (one Spark job stage, one commit group).
 
-    ``partition`` is in the table's current spec (files of older specs sit under its all-null
-    partition). ``file_paths`` and ``file_details`` are there only when the plan was made with
-    ``include_file_paths``: absent from the JSON otherwise, not null.
+    ``spec_id``/``partition`` name the group's partition in the table's current spec (files of
+    older specs sit under the current spec's all-null partition, like in Iceberg); each file keeps
+    its own spec and partition. ``expected_output_files`` is stored because it depends on the
+    options the plan was made with. ``file_details`` (the files, in scan order) are held while
+    planning and kept only when the plan was made with ``include_file_paths``; ``file_paths`` is
+    their paths. Both are absent from the JSON without them, not null; a JSON with ``file_paths``
+    but no ``file_details`` reads as files of size 0.
     """
 
     what: ClassVar[str] = "plan group"
@@ -168,15 +135,51 @@ class PlanGroup(Contract):
     bytes: int = 0
     delete_files: int = 0
     expected_output_files: int = 1
-    file_paths: list[str] | None = None
-    file_details: list[dict[str, Any]] | None = None
+    file_paths: tuple[str, ...] | None = dataclasses.field(init=False, default=None)
+    file_details: tuple[DataFileInfo, ...] | None = None
+
+    def __post_init__(self) -> None:
+        if self.file_details is not None:
+            object.__setattr__(self, "file_paths", tuple(f.path for f in self.file_details))
+
+    @classmethod
+    def of(cls, spec_id: int, partition: Mapping[str, Any], files: Sequence[DataFileInfo],
+           expected_output_files: int = 1) -> PlanGroup:
+        """The group of ``files`` (in scan order), its sums counted from them."""
+        return cls(spec_id=spec_id, partition=dict(partition), files=len(files),
+                   bytes=sum(f.size_bytes for f in files),
+                   delete_files=len({p for f in files for p in f.delete_file_paths}),
+                   expected_output_files=expected_output_files, file_details=tuple(files))
+
+    @property
+    def delete_file_paths(self) -> frozenset[str]:
+        """The distinct delete files touching the group's files (known only with ``file_details``)."""
+        return frozenset(p for f in self.file_details or () for p in f.delete_file_paths)
+
+    def without_files(self) -> PlanGroup:
+        """The group's summary: an XCom for a table of a million files should not carry a million paths."""
+        return self if self.file_details is None else self.replace(file_details=None)
 
     def to_json(self) -> dict[str, Any]:
         data = super().to_json()
-        for optional in ("file_paths", "file_details"):
-            if data[optional] is None:
-                del data[optional]
+        if self.file_details is None:
+            del data["file_paths"], data["file_details"]
+        else:
+            data["file_details"] = [f.to_detail(self.spec_id, self.partition) for f in self.file_details]
         return data
+
+    @classmethod
+    def from_json(cls, data: Mapping[str, Any] | Self | None) -> Self:
+        if isinstance(data, Mapping) and "spec_id" in data:
+            details = data.get("file_details")
+            if details is None and data.get("file_paths") is not None:
+                details = [{"path": p} for p in data["file_paths"]]
+            if details is not None:
+                spec_id, partition = int(data["spec_id"]), dict(data.get("partition") or {})
+                data = {**data, "file_details": tuple(
+                    item if isinstance(item, DataFileInfo) else DataFileInfo.from_detail(item, spec_id, partition)
+                    for item in details)}
+        return super().from_json(data)
 
 
 @dataclasses.dataclass(frozen=True)
@@ -214,15 +217,17 @@ class PlanScope(Contract):
 
 @dataclasses.dataclass(frozen=True)
 class PlanResult(Contract):
-    """The plan operator's XCom ``return_value``, which the rewrite reads: groups to rewrite at one snapshot.
+    """The plan: groups to rewrite at one snapshot of one table, one model from planner to rewrite.
 
-    Made by ``core.planning.plan_document`` (both planning engines); ``options`` is the Iceberg
-    ``rewrite_data_files`` option map the plan was made with, every threshold spelled out, so the
-    rewrite runs with exactly the plan's thresholds (``RewriteOptions.from_iceberg_options``
-    reads it back). ``engine`` and ``scope`` are set by the operator.
+    The planner makes it (``core.planning.plan_rewrite`` and ``plan_table``; the Spark planning job
+    through ``plan_document``), the plan operator returns it as its XCom ``return_value``, the
+    rewrite reads it. ``options`` is the Iceberg ``rewrite_data_files`` option map the plan was
+    made with, every threshold spelled out, so the rewrite runs with exactly the plan's thresholds
+    (``RewriteOptions.from_iceberg_options`` reads it back). ``engine`` and ``scope`` are set by
+    the operator.
     """
 
-    what: ClassVar[str] = "plan"
+    what: ClassVar[str] = names.PLAN
 
     table: str = ""
     snapshot_id: int | None = None
@@ -238,6 +243,10 @@ class PlanResult(Contract):
     @property
     def is_empty(self) -> bool:
         return not self.groups
+
+    def without_files(self) -> PlanResult:
+        """The plan with its groups' summaries only (:meth:`PlanGroup.without_files`)."""
+        return self.replace(groups=tuple(g.without_files() for g in self.groups))
 
 
 # == spark plan job ==
@@ -336,7 +345,7 @@ class RewriteJobArgs(CommitRetry):
     each further one. The operator's parameters take their defaults from these fields.
     """
 
-    what: ClassVar[str] = "rewrite"
+    what: ClassVar[str] = names.REWRITE
 
     table: str
     planned_snapshot_id: int | None = None
@@ -575,37 +584,7 @@ class ExpireResult(ExpiryOutcome, RetentionReport):
 
 
 # == clean ==
-# (AirflowRun, CleanJobArgs, CleanJobResult, CleanResult; the quarantine's restore below)
-
-#: How long the clean step keeps orphans in quarantine before a later clean purges them.
-DEFAULT_QUARANTINE_DAYS = 7
-
-
-@dataclasses.dataclass(frozen=True, kw_only=True)
-class AirflowRun(Contract):
-    """The Airflow task try that ran a step: one identity, in every shape it is written down
-    (a quarantine manifest, snapshot summary properties, a lease's holder)."""
-
-    what = "Airflow run"
-
-    dag_id: str
-    run_id: str
-    task_id: str
-    try_number: int | None = None
-    map_index: int = -1
-
-    def snapshot_properties(self) -> dict[str, str]:
-        """The snapshot summary properties (``RUN_PROPERTY_PREFIX``) naming the run that made a commit: a
-        retried task finds its own earlier commit by them, the event-driven trigger the last maintenance."""
-        return {f"{RUN_PROPERTY_PREFIX}dag-id": self.dag_id, f"{RUN_PROPERTY_PREFIX}run-id": self.run_id,
-                f"{RUN_PROPERTY_PREFIX}task-id": self.task_id, f"{RUN_PROPERTY_PREFIX}map-index": str(self.map_index)}
-
-    def lease_holder(self, deployment: str) -> str:
-        """Who holds a lease, readable in the table's metadata: ``deployment/dag_id/run_id[/map_index]``."""
-        parts = [deployment, self.dag_id, self.run_id]
-        if self.map_index not in (None, -1, "-1"):
-            parts.append(str(self.map_index))
-        return "/".join(str(p) for p in parts)
+# (CleanJobArgs, CleanJobResult, CleanResult; the quarantine's restore below)
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
@@ -633,9 +612,6 @@ class CleanJobArgs(ExpireJobArgs):
     approved_orphan_files: list[str] | None = None
 
     def validate(self) -> Self:
-        # Imported here: core.quarantine builds on this module's Contract.
-        from airflow_lake_provider.core.quarantine import checked_quarantine_days
-
         super().validate()
         checked_quarantine_days(self.quarantine_days)
         return self
@@ -701,8 +677,6 @@ class RestoreQuarantineJobArgs(Contract):
     quarantine_location: str | None = None
 
     def validate(self) -> Self:
-        from airflow_lake_provider.core.quarantine import run_reference
-
         if not self.table:
             raise LakeConfigError(f"The {self.what} needs a table.")
         if self.quarantine_run is not None:
@@ -875,7 +849,7 @@ class BatchJobArgs(Contract):
     def validate(self) -> Self:
         if not self.jobs:
             raise LakeConfigError(f"The {self.what} needs at least one job.")
-        if any(item.job == "batch" for item in self.jobs):
+        if any(item.job == names.BATCH for item in self.jobs):
             raise LakeConfigError(f"A {self.what} cannot hold another batch.")
         return self
 

@@ -9,7 +9,7 @@ from dataclasses import dataclass, field
 from itertools import pairwise
 from typing import TYPE_CHECKING, Any
 
-from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
+from airflow_lake_provider.core.airflow_run import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.health import table_health
 from airflow_lake_provider.core.maintenance_need import is_maintenance_commit
 from airflow_lake_provider.core.planning import table_file_sizes

@@ -1,6 +1,7 @@
 """Every Spark job of this provider: its name, the contract it takes and the contract it returns.
 
-Declared once, here. The job hook runs an args contract and returns the job's result contract
+Declared once, here (the names themselves in ``core/step_names.py``: a step runs the job of its
+own name). The job hook runs an args contract and returns the job's result contract
 (it finds the job by the contract's type), the application started by spark-submit and the
 ``batch`` job find the job's module by its name, and an unknown name is refused in one place
 (:func:`job_named`). A new job is a module in ``jobs/`` and a line below.
@@ -12,6 +13,7 @@ import dataclasses
 from collections.abc import Sequence
 from typing import Generic, TypeVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.contracts import (
     BatchJobArgs,
     BatchJobItem,
@@ -52,14 +54,14 @@ class Job(Generic[A, R]):
 
 
 JOBS: dict[str, Job] = {job.name: job for job in (
-    Job("sql", SqlJobArgs, SqlJobResult),
-    Job("plan", SparkPlanJobArgs, SparkPlanJobResult),
-    Job("rewrite", RewriteJobArgs, RewriteResult),
-    Job("expire", ExpireJobArgs, ExpiryOutcome),
-    Job("clean", CleanJobArgs, CleanJobResult),
-    Job("convert_equality_deletes", ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult),
-    Job("restore_quarantine", RestoreQuarantineJobArgs, RestoreQuarantineResult),
-    Job("batch", BatchJobArgs, BatchJobResult),
+    Job(names.SQL, SqlJobArgs, SqlJobResult),
+    Job(names.PLAN, SparkPlanJobArgs, SparkPlanJobResult),
+    Job(names.REWRITE, RewriteJobArgs, RewriteResult),
+    Job(names.EXPIRE, ExpireJobArgs, ExpiryOutcome),
+    Job(names.CLEAN, CleanJobArgs, CleanJobResult),
+    Job(names.CONVERT_EQUALITY_DELETES, ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult),
+    Job(names.RESTORE_QUARANTINE, RestoreQuarantineJobArgs, RestoreQuarantineResult),
+    Job(names.BATCH, BatchJobArgs, BatchJobResult),
 )}
 _BY_ARGS: dict[type, Job] = {job.args: job for job in JOBS.values()}
 

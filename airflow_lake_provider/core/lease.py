@@ -34,7 +34,7 @@ from datetime import datetime, timezone
 from typing import Any, ClassVar
 
 from airflow_lake_provider.core.coercion import is_none, mapping, number
-from airflow_lake_provider.core.contracts import Contract
+from airflow_lake_provider.core.contract_base import Contract
 from airflow_lake_provider.exceptions import LakeConfigError, LakeError
 
 LEASE_TAG = "lake-maintenance-lease"

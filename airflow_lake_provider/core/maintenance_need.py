@@ -13,8 +13,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from typing import TYPE_CHECKING, Any
 
+from airflow_lake_provider.core.airflow_run import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.coercion import is_none, whole_number
-from airflow_lake_provider.core.contracts import RUN_PROPERTY_PREFIX
 from airflow_lake_provider.core.health import HealthThresholds, TableHealth, parse_thresholds, table_health
 from airflow_lake_provider.core.snapshots import ancestry
 from airflow_lake_provider.exceptions import LakeConfigError

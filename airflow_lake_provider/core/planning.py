@@ -26,6 +26,11 @@ On top of Iceberg, an optional per-run **budget** (``max_files``/``max_bytes``) 
 groups in a deterministic order and skips a group that would overflow it, so a backlog is
 worked off over several runs.
 
+The plan it makes is the plan operator's XCom contract itself,
+:class:`~airflow_lake_provider.core.contracts.PlanResult` (its groups
+:class:`~airflow_lake_provider.core.contracts.PlanGroup`, their files
+:class:`~airflow_lake_provider.core.contracts.DataFileInfo`): one model from planner to rewrite.
+
 Only :func:`plan_table` touches PyIceberg (imported inside it); the rest is pure Python so the
 rules can be tested and reasoned about without a catalog or Spark.
 """
@@ -37,6 +42,7 @@ from dataclasses import dataclass, fields, replace
 from typing import TYPE_CHECKING, Any, NamedTuple
 
 from airflow_lake_provider.core.contracts import (
+    DataFileInfo,
     PlanBudget,
     PlanGroup,
     PlanResult,
@@ -80,25 +86,6 @@ _DELETE_FILE_PATH_FIELD_ID = 2147483546
 # --------------------------------------------------------------------------------------------
 # Inputs and options
 # --------------------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class DataFileInfo:
-    """One live data file as the planner sees it (what Iceberg's ``FileScanTask`` offers).
-
-    ``delete_file_paths`` are all delete files that apply to the file (they count towards
-    ``delete-file-threshold``); ``delete_record_count`` is the summed row count of the
-    *file-scoped* ones only (position deletes that reference just this file, or deletion
-    vectors), because that is all Iceberg counts for ``delete-ratio-threshold``.
-    """
-
-    path: str
-    spec_id: int
-    partition: dict[str, Any]
-    size_bytes: int
-    record_count: int
-    delete_file_paths: tuple[str, ...] = ()
-    delete_record_count: int = 0
 
 
 # (field name, option key, kind) in the order Iceberg documents them; kind drives validation.
@@ -427,164 +414,33 @@ def _keep_group(group: Sequence[DataFileInfo], options: RewriteOptions) -> bool:
 # --------------------------------------------------------------------------------------------
 
 
-@dataclass(frozen=True)
-class FileGroup:
-    """One file group Iceberg would rewrite as a unit (one Spark job stage, one commit group).
-
-    ``spec_id``/``partition`` name the group's partition in the table's current spec (files of
-    older specs sit under the current spec's all-null partition, like in Iceberg); each file
-    keeps its own spec and partition. ``expected_output_files`` is stored because it depends on
-    the options the plan was made with.
-    """
-
-    spec_id: int
-    partition: dict[str, Any]
-    files: tuple[DataFileInfo, ...]
-    expected_output_files: int = 1
-
-    @property
-    def bytes(self) -> int:
-        return sum(f.size_bytes for f in self.files)
-
-    @property
-    def file_count(self) -> int:
-        return len(self.files)
-
-    @property
-    def delete_file_paths(self) -> frozenset[str]:
-        return frozenset(p for f in self.files for p in f.delete_file_paths)
-
-    @property
-    def delete_files(self) -> int:
-        """Distinct delete files touching the group (one delete file may cover several files)."""
-        return len(self.delete_file_paths)
-
-    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
-        """JSON-able summary; ``file_details`` makes it lossless for :meth:`from_dict`.
-
-        ``include_files=False`` leaves out the per-file lists: an XCom for a table of a million
-        files should not carry a million paths.
-        """
-        summary = {
-            "spec_id": self.spec_id,
-            "partition": dict(self.partition),
-            "files": self.file_count,
-            "bytes": self.bytes,
-            "delete_files": self.delete_files,
-            "expected_output_files": self.expected_output_files,
-        }
-        if not include_files:
-            return summary
-        details = []
-        for f in self.files:
-            item: dict[str, Any] = {"path": f.path, "size_bytes": f.size_bytes, "record_count": f.record_count}
-            if f.spec_id != self.spec_id or f.partition != self.partition:
-                item["spec_id"], item["partition"] = f.spec_id, f.partition
-            if f.delete_file_paths:
-                item["delete_file_paths"] = list(f.delete_file_paths)
-                item["delete_record_count"] = f.delete_record_count
-            details.append(item)
-        return {**summary, "file_paths": [f.path for f in self.files], "file_details": details}
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> FileGroup:
-        """Inverse of :meth:`to_dict`; without ``file_details`` only paths survive (sizes 0)."""
-        spec_id, partition = int(d["spec_id"]), dict(d.get("partition") or {})
-        details = d.get("file_details")
-        if details is None:
-            details = [{"path": p, "size_bytes": 0, "record_count": 0} for p in d.get("file_paths", [])]
-        files = tuple(
-            DataFileInfo(
-                path=item["path"],
-                spec_id=int(item.get("spec_id", spec_id)),
-                partition=dict(item.get("partition", partition)),
-                size_bytes=int(item.get("size_bytes", 0)),
-                record_count=int(item.get("record_count", 0)),
-                delete_file_paths=tuple(item.get("delete_file_paths", ())),
-                delete_record_count=int(item.get("delete_record_count", 0)),
-            )
-            for item in details
-        )
-        return cls(spec_id, partition, files, int(d.get("expected_output_files", 1)))
-
-
-@dataclass(frozen=True)
-class RewritePlan:
-    """The groups to rewrite at one snapshot of one table, with the options that chose them."""
-
-    table: str
-    snapshot_id: int | None
-    options: RewriteOptions
-    groups: tuple[FileGroup, ...] = ()
-    skipped_by_budget: int = 0
-
-    @property
-    def is_empty(self) -> bool:
-        return not self.groups
-
-    @property
-    def expected_output_files(self) -> int:
-        return sum(g.expected_output_files for g in self.groups)
-
-    def to_result(self, *, include_files: bool = True) -> PlanResult:
-        """The plan as the plan operator hands it on: groups, totals, Iceberg option map, budget."""
-        delete_paths: set[str] = set()
-        for g in self.groups:
-            delete_paths |= g.delete_file_paths
-        return plan_document(
-            table=self.table,
-            snapshot_id=self.snapshot_id,
-            options=self.options,
-            groups=[g.to_dict(include_files=include_files) for g in self.groups],
-            delete_file_count=len(delete_paths),
-            skipped_by_budget=self.skipped_by_budget,
-        )
-
-    def to_dict(self, *, include_files: bool = True) -> dict[str, Any]:
-        """JSON-able (XCom) form: :meth:`to_result` as JSON."""
-        return self.to_result(include_files=include_files).to_json()
-
-    @classmethod
-    def from_dict(cls, d: Mapping[str, Any]) -> RewritePlan:
-        """Rebuild a plan from its JSON (e.g. pulled from XCom), read through :class:`PlanResult`."""
-        plan = PlanResult.from_json(d)
-        return cls(
-            table=plan.table,
-            snapshot_id=plan.snapshot_id,
-            options=RewriteOptions.from_iceberg_options(
-                plan.options, max_files=plan.budget.max_files, max_bytes=plan.budget.max_bytes),
-            groups=tuple(FileGroup.from_dict(g.to_json()) for g in plan.groups),
-            skipped_by_budget=plan.skipped_by_budget,
-        )
-
-
 def plan_document(
     *,
     table: str,
     snapshot_id: int | None,
     options: RewriteOptions,
-    groups: Sequence[Mapping[str, Any]],
+    groups: Sequence[PlanGroup],
     delete_file_count: int,
     skipped_by_budget: int,
 ) -> PlanResult:
-    """The plan's :class:`PlanResult` from group summaries (:meth:`FileGroup.to_dict` output).
+    """The :class:`PlanResult` of ``groups`` (planned with ``options``), with its totals.
 
-    Shared by :meth:`RewritePlan.to_dict` and the Spark planning job, which never holds the
-    files of a whole table in one place: ``delete_file_count`` is the number of *distinct*
-    delete files over all groups (one delete file may touch several groups).
+    Shared by :func:`plan_rewrite` and the Spark planning job, whose groups arrive as summaries
+    (it never holds the files of a whole table in one place): ``delete_file_count`` is the number
+    of *distinct* delete files over all groups (one delete file may touch several groups).
     """
     return PlanResult(
         table=table,
         snapshot_id=snapshot_id,
-        groups=tuple(PlanGroup.from_json(g) for g in groups),
+        groups=tuple(groups),
         totals=PlanTotals(
             groups=len(groups),
-            files=sum(int(g["files"]) for g in groups),
-            bytes=sum(int(g["bytes"]) for g in groups),
+            files=sum(g.files for g in groups),
+            bytes=sum(g.bytes for g in groups),
             delete_files=delete_file_count,
-            partitions=len({partition_id(g["spec_id"], g["partition"]) for g in groups}),
+            partitions=len({partition_id(g.spec_id, g.partition) for g in groups}),
         ),
-        expected_output_files=sum(int(g["expected_output_files"]) for g in groups),
+        expected_output_files=sum(g.expected_output_files for g in groups),
         options=options.to_iceberg_options(),
         budget=PlanBudget(max_files=options.max_files, max_bytes=options.max_bytes),
         skipped_by_budget=skipped_by_budget,
@@ -608,7 +464,7 @@ def partition_order(spec_id: int, partition: Mapping[str, Any]) -> tuple[str, in
 
 def plan_partition(
     files: Sequence[DataFileInfo], spec_id: int, partition: Mapping[str, Any], options: RewriteOptions
-) -> list[FileGroup]:
+) -> list[PlanGroup]:
     """The groups of one partition (files in scan order), before any budget: candidates, bins, filter."""
     r = options.resolved()
     candidates = files if r.rewrite_all else [f for f in files if _is_candidate(f, r)]
@@ -616,7 +472,7 @@ def plan_partition(
     for packed in _bin_pack(candidates, r.max_file_group_size_bytes, r.max_file_group_input_files):
         if r.rewrite_all or _keep_group(packed, r):
             size = sum(f.size_bytes for f in packed)
-            groups.append(FileGroup(spec_id, dict(partition), tuple(packed), expected_output_files(size, r)))
+            groups.append(PlanGroup.of(spec_id, partition, packed, expected_output_files(size, r)))
     return groups
 
 
@@ -668,12 +524,10 @@ def apply_budget(groups: Sequence[Any], options: RewriteOptions, measure) -> tup
     return [g for i, g in enumerate(groups) if i in taken], len(groups) - len(taken)
 
 
-def budget_measure(group: FileGroup | Mapping[str, Any]) -> BudgetMeasure:
-    """The :class:`BudgetMeasure` of a group, planned here or summarised by :meth:`FileGroup.to_dict`."""
-    if isinstance(group, FileGroup):
-        group = group.to_dict(include_files=False)
-    return BudgetMeasure(f"{group['spec_id']}:{partition_key(group['partition'])}", group["files"], group["bytes"],
-                         group["delete_files"])
+def budget_measure(group: PlanGroup) -> BudgetMeasure:
+    """The :class:`BudgetMeasure` of a group (its sums: the files need not be there)."""
+    return BudgetMeasure(f"{group.spec_id}:{partition_key(group.partition)}", group.files, group.bytes,
+                         group.delete_files)
 
 
 def plan_rewrite(
@@ -684,7 +538,7 @@ def plan_rewrite(
     snapshot_id: int | None = None,
     current_spec_id: int | None = None,
     current_partition_fields: Sequence[str] | None = None,
-) -> RewritePlan:
+) -> PlanResult:
     """Plan a binpack compaction of ``files`` exactly as Iceberg 1.12 would, then apply the budget.
 
     ``files`` must be in scan order: bin packing is order-sensitive, like in Iceberg.
@@ -698,12 +552,14 @@ def plan_rewrite(
         spec_id, partition = rewrite_partition_of(f, current_spec_id, current_partition_fields)
         by_partition.setdefault(partition_order(spec_id, partition), (spec_id, dict(partition), []))[2].append(f)
 
-    groups: list[FileGroup] = []
+    groups: list[PlanGroup] = []
     for key in sorted(by_partition):  # deterministic: partition JSON, then spec id
         spec_id, partition, members = by_partition[key]
         groups += plan_partition(members, spec_id, partition, options)
     taken, skipped = apply_budget(groups, options.resolved(), budget_measure)
-    return RewritePlan(table, snapshot_id, options, tuple(taken), skipped)
+    return plan_document(table=table, snapshot_id=snapshot_id, options=options, groups=taken,
+                         delete_file_count=len({path for g in taken for path in g.delete_file_paths}),
+                         skipped_by_budget=skipped)
 
 
 # --------------------------------------------------------------------------------------------
@@ -764,12 +620,14 @@ def plan_table(
     partition_filter: str | None = None,
     table_name: str = "",
     snapshot_id: int | None = None,
-) -> RewritePlan:
+    include_files: bool = True,
+) -> PlanResult:
     """Plan a compaction of a PyIceberg ``table`` at its current snapshot (or ``snapshot_id``).
 
     ``partition_filter`` is a PyIceberg row-filter string (``"day = '2026-01-01'"``); like
     Iceberg's planner the filter selects whole files (no residuals). An unparsable filter or
     one naming an unknown column raises :class:`LakeConfigError` before anything else runs.
+    ``include_files=False`` keeps only the groups' sums (:meth:`PlanResult.without_files`).
     """
     # Imported here: this module also ships to Spark (jobs), where only its pure part is used.
     from airflow_lake_provider.core.snapshots import has_equality_deletes
@@ -781,7 +639,8 @@ def plan_table(
     if snapshot_id is None:
         current = table.current_snapshot()
         if current is None:  # a table with no data: nothing to rewrite
-            return RewritePlan(table_name, None, options)
+            return plan_document(table=table_name, snapshot_id=None, options=options, groups=(),
+                                 delete_file_count=0, skipped_by_budget=0)
         snapshot_id = current.snapshot_id
     elif table.snapshot_by_id(snapshot_id) is None:
         raise LakeSnapshotError(f"Snapshot {snapshot_id} is not part of the history of table {table_name or table}.")
@@ -807,7 +666,7 @@ def plan_table(
                 delete_record_count=sum(d.record_count for d in deletes if _is_file_scoped(d)),
             )
         )
-    return plan_rewrite(
+    plan = plan_rewrite(
         files,
         options,
         table=table_name,
@@ -815,13 +674,12 @@ def plan_table(
         current_spec_id=current_spec.spec_id,
         current_partition_fields=[f.name for f in current_spec.fields],
     )
+    return plan if include_files else plan.without_files()
 
 
 __all__ = [
     "DataFileInfo",
-    "FileGroup",
     "RewriteOptions",
-    "RewritePlan",
     "TableFileSizes",
     "apply_budget",
     "equality_deletes_refusal",

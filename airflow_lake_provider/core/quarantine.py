@@ -33,12 +33,15 @@ from datetime import datetime, timezone
 from typing import ClassVar
 from urllib.parse import urlsplit
 
-from airflow_lake_provider.core.contracts import DEFAULT_QUARANTINE_DAYS, AirflowRun, Contract
+from airflow_lake_provider.core.airflow_run import AirflowRun
+from airflow_lake_provider.core.contract_base import Contract
 from airflow_lake_provider.exceptions import LakeConfigError
 
 __all__ = ["DEFAULT_QUARANTINE_DAYS", "QuarantineManifest", "QuarantinedFile", "quarantine_root", "run_key",
            "run_reference", "runs_to_purge"]
 
+#: How long the clean step keeps orphans in quarantine before a later clean purges them.
+DEFAULT_QUARANTINE_DAYS = 7
 #: The hidden directory beside the table location that holds the default quarantine roots.
 QUARANTINE_DIR_NAME = ".lake-quarantine"
 MANIFEST_NAME = "manifest.json"

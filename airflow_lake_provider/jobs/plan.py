@@ -243,10 +243,8 @@ def _plan_group(row, *, spec_fields: dict[int, list[str]], options: RewriteOptio
         ))
         unaligned += 0 if f["aligned"] else 1
     plan = plan_rewrite(files, options, current_spec_id=current_spec_id, current_partition_fields=current_fields)
-    groups = [
-        (partition_order(g.spec_id, g.partition), g.to_dict(include_files=include_files), sorted(g.delete_file_paths))
-        for g in plan.groups
-    ]
+    groups = [(partition_order(g.spec_id, g.partition), g if include_files else g.without_files(),
+               sorted(g.delete_file_paths)) for g in plan.groups]
     return groups, unaligned
 
 

@@ -22,14 +22,13 @@ from airflow_lake_provider.core.approval import (
     human_bytes,
 )
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.step_names import DELETING_STEPS
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 
 #: The XCom key the gate keeps its preview under while it waits (a resumed task is a new object).
 PREVIEW_XCOM_KEY = "preview"
-#: The step results the gate reads, by their ``step`` name.
-STEPS = ("expire", "clean")
 
 
 class LakeDeletionApprovalOperator(ApprovalOperator):
@@ -78,8 +77,8 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
         response_timeout: timedelta | None = None,
         **kwargs: Any,
     ) -> None:
-        if step not in STEPS:
-            raise LakeConfigError(f"The approval gate guards one of {', '.join(STEPS)}; got step {step!r}.")
+        if step not in DELETING_STEPS:
+            raise LakeConfigError(f"The approval gate guards one of {', '.join(DELETING_STEPS)}; got step {step!r}.")
         if isinstance(threshold, DeletionThreshold):
             threshold.validate()
         # subject and body are set in execute, from the preview; the UI shows them only while waiting.

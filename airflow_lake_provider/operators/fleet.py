@@ -22,6 +22,7 @@ from collections.abc import Mapping, Sequence
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.assets import announce_table_change, maintenance_alias
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import Seconds
 from airflow_lake_provider.core.contracts import RewriteResult
 from airflow_lake_provider.core.identifiers import TableIdentifier
@@ -241,7 +242,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
         for (step, prepared), outcome in zip(ready, outcomes, strict=True):
             try:
                 if outcome.failed:
-                    raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job="rewrite")
+                    raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job=names.REWRITE)
                 ran = complete(step, self.lake_table(step.table), prepared, RewriteResult.from_json(outcome.result))
                 results[step.table] = self._keep(ran)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
@@ -259,4 +260,4 @@ class IcebergFleetRewriteOperator(_FleetStep):
         """An asset event for each table the run changed, as the single-table rewrite emits."""
         super().post_execute(context, result)
         for table, before, after, data in self._changed:
-            announce_table_change(context, self.lake_hook, "rewrite", table, before, after, data, self.log)
+            announce_table_change(context, self.lake_hook, names.REWRITE, table, before, after, data, self.log)

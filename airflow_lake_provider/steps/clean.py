@@ -6,6 +6,7 @@ import dataclasses
 import time
 from typing import Any, ClassVar, cast
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.clean_policy import resolve_clean_policy
 from airflow_lake_provider.core.coercion import Days, Hours, SnapshotIds
@@ -72,7 +73,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     (docs/operators/clean.md).
     """
 
-    name: ClassVar[str] = "clean"
+    name: ClassVar[str] = names.CLEAN
 
     policy: str = setting(DEFAULT_CLEAN_POLICY.value, doc=(
         f"One of {', '.join(f'``{p.value}``' for p in CleanPolicy)}."))
@@ -141,7 +142,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         )
         self.log.info("%s", together)
         if self.approved is not None:
-            decision = keep_to_approval(self.approved, decision, name, "clean", self.log)
+            decision = keep_to_approval(self.approved, decision, name, self.name, self.log)
         decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
                            quarantine_days)
         removed_refs = sorted(decision.removed_refs)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import Seconds, SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
@@ -45,7 +46,7 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
     task that finds its own commit returns it instead of converting twice.
     """
 
-    name: ClassVar[str] = "convert_equality_deletes"
+    name: ClassVar[str] = names.CONVERT_EQUALITY_DELETES
 
     snapshot_id: SnapshotIds | None = setting(None, doc=(
         "The snapshot an upstream task saw (an ID or its result); the step refuses to run if it is no longer the "

@@ -7,6 +7,7 @@ import time
 from datetime import date, timedelta
 from typing import Any, ClassVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
 from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
@@ -42,7 +43,7 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
     (docs/operators/expire.md).
     """
 
-    name: ClassVar[str] = "expire"
+    name: ClassVar[str] = names.EXPIRE
 
     override_table_retention: bool = setting(False, doc=(
         "Apply ``older_than`` / ``retain_last`` instead of the table's own retention for main."))
@@ -75,7 +76,7 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
                       "override_table_retention: the values given replace the table's rules for main"
                       if settings.override_table_retention else "the table's own settings", decision.explain())
         if self.approved is not None:
-            decision = keep_to_approval(self.approved, decision, name, "expire", self.log)
+            decision = keep_to_approval(self.approved, decision, name, self.name, self.log)
         before = digest.state()
         current_id = history.current_snapshot_id
         report = _Report(decision, settings, current_id)

@@ -5,6 +5,7 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, ClassVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.contracts import (
     AirflowRun,
     PartitionPredicates,
@@ -77,7 +78,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
     :class:`~airflow_lake_provider.exceptions.LakePlanRefused`.
     """
 
-    name: ClassVar[str] = "plan"
+    name: ClassVar[str] = names.PLAN
 
     target_file_size_bytes: int | None = setting(None, doc="Default: the table's ``write.target-file-size-bytes``.")
     min_file_size_bytes: int | None = setting(None, doc="Files below are candidates (default 75% of the target).")
@@ -230,7 +231,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
 
     def _pyiceberg_plan(self, planning: _Planning) -> PlanResult:
         return plan_table(planning.table, planning.options, partition_filter=planning.row_filter,
-                          table_name=self.dotted).to_result(include_files=self.include_file_paths)
+                          table_name=self.dotted, include_files=self.include_file_paths)
 
     def _planned(self, planning: _Planning, plan: PlanResult, engine: str) -> Outcome[PlanResult]:
         plan = plan.replace(

@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import ClassVar
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.contracts import AirflowRun, RestoreQuarantineJobArgs, RestoreQuarantineResult
 from airflow_lake_provider.core.quarantine import quarantine_root, run_reference
 from airflow_lake_provider.core.snapshots import table_state
@@ -24,7 +25,7 @@ class RestoreQuarantineStep(Step[RestoreQuarantineJobArgs, RestoreQuarantineResu
     (docs/operators/restore.md).
     """
 
-    name: ClassVar[str] = "restore_quarantine"
+    name: ClassVar[str] = names.RESTORE_QUARANTINE
 
     quarantine_run: str | None = setting(None, doc=(
         "The run key (the clean result's ``quarantine_run``) or its manifest's location "

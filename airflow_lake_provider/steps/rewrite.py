@@ -6,6 +6,7 @@ import dataclasses
 import json
 from typing import TYPE_CHECKING, Any, ClassVar, cast
 
+from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility, arrow_refusal
 from airflow_lake_provider.core.coercion import Seconds, whole_number
 from airflow_lake_provider.core.contracts import (
@@ -52,7 +53,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
     Returns :class:`~airflow_lake_provider.core.contracts.RewriteResult` (docs/operators/rewrite.md).
     """
 
-    name: ClassVar[str] = "rewrite"
+    name: ClassVar[str] = names.REWRITE
 
     plan: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The planning task's result (typically ``plan_task.output``). Without one, the whole table is "
@@ -251,7 +252,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
                 "narrow partition_filter, or schedule compaction away from the writer."
             )
             if self.fail_on_dropped_groups:
-                raise StepFailed(message, job="rewrite", partial_result=result)
+                raise StepFailed(message, job=self.name, partial_result=result)
             self.log.warning("%s", message)
         return Outcome(result, (
             f"rewrote {result.rewritten_data_files:,} data files ({result.rewritten_bytes:,} bytes) into "
