@@ -11,17 +11,17 @@ import pytest
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps import reference
-from airflow_lake_provider.steps.base import Step, setting
+from airflow_lake_provider.core.settings import setting
+from airflow_lake_provider.steps.base import Step
 from airflow_lake_provider.steps.clean import CleanStep
 from airflow_lake_provider.steps.rewrite import RewriteStep
 
 DOCS = Path(__file__).resolve().parent.parent / "docs"
 
 
-@pytest.mark.parametrize("page", sorted(reference.PAGES))
+@pytest.mark.parametrize("page", sorted(reference.pages(DOCS)), ids=lambda p: p.name)
 def test_each_steps_page_lists_exactly_its_settings(page):
-    text = (DOCS / "operators" / page).read_text()
-    assert reference.block(reference.PAGES[page]) in text, f"docs/operators/{page} is stale: run `make docs`"
+    assert reference.block(reference.pages(DOCS)[page]) in page.read_text(), f"{page} is stale: run `make docs`"
 
 
 def test_a_setting_added_to_a_step_reaches_the_operator_the_group_check_and_the_docs():

@@ -12,47 +12,42 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
+from airflow_lake_provider.core.settings import setting, settings_of
+
 DEFAULT_SPARK_CONN_ID = "spark_default"
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class SparkSettings:
-    """The launch settings of one Spark application of this provider.
+    """The launch settings of one Spark application of this provider (every Spark step's operator
+    takes each as a keyword argument)."""
 
-    :param spark_conn_id: the apache-spark connection (master, deploy mode, queue...); when it
-        does not exist the job runs on ``local[*]``.
-    :param spark_conf: Spark configuration over the lake connection's ``spark_conf``; keys that
-        look secret travel in the job's spec file, the others on the command line.
-    :param jars: extra jar paths, added to those the catalog needs.
-    :param packages: extra Maven coordinates for ``--packages`` (where Maven is reachable).
-    :param driver_memory: spark-submit ``--driver-memory``.
-    :param executor_memory: spark-submit ``--executor-memory``.
-    :param executor_cores: spark-submit ``--executor-cores``.
-    :param num_executors: spark-submit ``--num-executors``.
-    :param deploy_mode: ``client`` or ``cluster``; ``None``: the Spark connection's ``deploy-mode``
-        extra, else ``client``.
-    :param result_location: where the job writes its result; a shared directory URI both sides
-        reach, required in cluster mode (default: a private local directory).
-    :param iceberg_runtime_provided: the cluster's image has the Iceberg Spark runtime, so none is
-        shipped; ``None``: the lake connection's ``iceberg_runtime_provided`` extra decides.
-    :param env_vars: environment for the application, placed as SparkSubmitHook places it (the
-        spark-submit process; on YARN and Kubernetes also the driver's environment).
-    :param verbose: spark-submit ``--verbose``.
-    """
-
-    spark_conn_id: str = DEFAULT_SPARK_CONN_ID
-    spark_conf: Mapping[str, Any] = dataclasses.field(default_factory=dict)
-    jars: tuple[str, ...] = ()
-    packages: tuple[str, ...] = ()
-    driver_memory: str | None = None
-    executor_memory: str | None = None
-    executor_cores: int | None = None
-    num_executors: int | None = None
-    deploy_mode: str | None = None
-    result_location: str | None = None
-    iceberg_runtime_provided: bool | None = None
-    env_vars: Mapping[str, str] = dataclasses.field(default_factory=dict)
-    verbose: bool = False
+    spark_conn_id: str = setting(DEFAULT_SPARK_CONN_ID, doc=(
+        "The apache-spark connection (master, deploy mode, queue...); when it does not exist the job runs on "
+        "``local[*]``."))
+    spark_conf: Mapping[str, Any] = setting(default_factory=dict, doc=(
+        "Spark configuration over the lake connection's ``spark_conf``; keys that look secret travel in the "
+        "job's spec file, the others on the command line."))
+    jars: tuple[str, ...] = setting((), doc="Extra jar paths, added to those the catalog needs.")
+    packages: tuple[str, ...] = setting((), doc=(
+        "Extra Maven coordinates for ``--packages`` (where Maven is reachable)."))
+    driver_memory: str | None = setting(None, doc="spark-submit ``--driver-memory``.")
+    executor_memory: str | None = setting(None, doc="spark-submit ``--executor-memory``.")
+    executor_cores: int | None = setting(None, doc="spark-submit ``--executor-cores``.")
+    num_executors: int | None = setting(None, doc="spark-submit ``--num-executors``.")
+    deploy_mode: str | None = setting(None, doc=(
+        "``client`` or ``cluster`` (then set ``result_location``); ``None``: the Spark connection's "
+        "``deploy-mode`` extra, else ``client``."))
+    result_location: str | None = setting(None, doc=(
+        "Where the job writes its result: a shared directory URI both sides reach, required in cluster mode "
+        "(default: a private local directory)."))
+    iceberg_runtime_provided: bool | None = setting(None, doc=(
+        "The cluster's image has the Iceberg Spark runtime, so none is shipped; ``None``: the lake connection's "
+        "``iceberg_runtime_provided`` extra decides."))
+    env_vars: Mapping[str, str] = setting(default_factory=dict, doc=(
+        "Environment for the application, placed as SparkSubmitHook places it (the spark-submit process; on YARN "
+        "and Kubernetes also the driver's environment)."))
+    verbose: bool = setting(False, doc="spark-submit ``--verbose``.")
 
     def __post_init__(self) -> None:
         # Lists and ``None`` as the operators receive them; stored as values that cannot change.
@@ -63,7 +58,8 @@ class SparkSettings:
 
     @classmethod
     def field_names(cls) -> tuple[str, ...]:
-        return tuple(f.name for f in dataclasses.fields(cls))
+        klass: type = cls  # as a plain type: mypy does not see type[X] as Hashable (the cache's key)
+        return tuple(s.name for s in settings_of(klass))
 
     @classmethod
     def of(cls, source: Any) -> SparkSettings:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import copy
 import dataclasses
 import inspect
 from collections.abc import Mapping, Sequence
@@ -17,7 +16,8 @@ from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import Lease, lease_from_xcom
-from airflow_lake_provider.core.spark_settings import DEFAULT_SPARK_CONN_ID, SparkSettings
+from airflow_lake_provider.core.settings import set_settings, settings_of, taking_settings
+from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook, renewed_while_running
@@ -74,50 +74,27 @@ class LakeSparkOperator(BaseOperator):
     the Spark settings, one job at a time with its application linked from the task.
 
     :param lake_conn_id: the ``iceberg_lake`` connection; ``lake_default`` falls back to the embedded lake (templated).
-    :param spark_conn_id: the apache-spark connection; missing means ``local[*]`` (templated).
-    :param spark_conf: extra Spark configuration for the job (templated).
-    :param jars: extra jars for the job.
-    :param driver_memory: spark-submit ``--driver-memory``.
-    :param executor_memory: spark-submit ``--executor-memory``.
-    :param deploy_mode: ``client`` or ``cluster`` (then set ``result_location``); overrides the
-        Spark connection's ``deploy-mode`` extra (default: ``client``).
-    :param result_location: shared directory URI for job results in cluster mode.
-    :param iceberg_runtime_provided: the cluster's Spark already has the Iceberg runtime, ship
-        none; ``None`` (default): the lake connection's ``iceberg_runtime_provided`` extra decides.
-    """
+
+    Every launch setting of :class:`~airflow_lake_provider.core.spark_settings.SparkSettings` is a
+    keyword argument too (``spark_conn_id`` and ``spark_conf`` templated):
+
+    """ + "\n".join(f":param {s.name}: {s.doc}" for s in settings_of(SparkSettings))
 
     template_fields: Sequence[str] = ("lake_conn_id", "spark_conn_id", "spark_conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cfe8fc"
     operator_extra_links = (SparkHistoryLink(),)
 
-    def __init__(
-        self,
-        *,
-        lake_conn_id: str = IcebergLakeHook.default_conn_name,
-        spark_conn_id: str = DEFAULT_SPARK_CONN_ID,
-        spark_conf: dict[str, Any] | None = None,
-        jars: list[str] | None = None,
-        driver_memory: str | None = None,
-        executor_memory: str | None = None,
-        deploy_mode: str | None = None,
-        result_location: str | None = None,
-        iceberg_runtime_provided: bool | None = None,
-        **kwargs: Any,
-    ) -> None:
+    def __init__(self, *, lake_conn_id: str = IcebergLakeHook.default_conn_name, **kwargs: Any) -> None:
+        spark = {name: kwargs.pop(name) for name in SparkSettings.field_names() if name in kwargs}
         super().__init__(**kwargs)
         self.lake_conn_id = lake_conn_id
-        self.spark_conn_id = spark_conn_id
-        self.spark_conf = spark_conf
-        self.jars = jars
-        self.driver_memory = driver_memory
-        self.executor_memory = executor_memory
-        self.deploy_mode = deploy_mode
-        self.result_location = result_location
-        self.iceberg_runtime_provided = iceberg_runtime_provided
+        set_settings(self, settings_of(SparkSettings), spark)
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
         self._context: Any = None
+
+    __init__ = taking_settings(__init__, settings_of(SparkSettings), own=__init__)
 
     def coerce_rendered_fields(self) -> None:
         """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
@@ -172,6 +149,10 @@ class LakeSparkOperator(BaseOperator):
     def on_kill(self) -> None:
         if self._job_hook is not None:
             self._job_hook.on_kill()
+
+
+LakeSparkOperator.__doc__ = "\n".join([inspect.cleandoc(LakeSparkOperator.__doc__ or ""), "", *(
+    f":param {s.name}: {s.doc}" for s in settings_of(SparkSettings))])
 
 
 class LakeMaintenanceOperator(LakeSparkOperator):
@@ -343,44 +324,28 @@ class LakeMaintenanceOperator(LakeSparkOperator):
 
 
 def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]) -> None:
-    """Give ``cls`` the step's settings as keyword-only parameters (with their defaults and types, so
-    Airflow's ``default_args`` and the coercion of rendered text see them), templated fields and docs."""
+    """Give ``cls`` the step's settings as keyword-only parameters, templated fields and docs."""
     settings = step_class.settings()
-    names = tuple(s.name for s in settings)
-    cls.template_fields = (*LakeMaintenanceOperator.template_fields, *names)
+    cls.template_fields = (*LakeMaintenanceOperator.template_fields, *(s.name for s in settings))
     cls.template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers,
                                      **{s.name: s.renderer for s in settings if s.renderer}}
-
     own_init = cls.__dict__.get("__init__")  # the operator's own parameters (the plan's skip_rewrite_when_empty)
 
     def __init__(self: LakeMaintenanceOperator, **kwargs: Any) -> None:
         named = frozenset(s.name for s in settings if s.name in kwargs)
-        values = {s.name: kwargs.pop(s.name) if s.name in kwargs else copy.copy(s.default) for s in settings}
+        values = {s.name: kwargs.pop(s.name) for s in settings if s.name in kwargs}
         if own_init is not None:
             own_init(self, **kwargs)
         else:
             super(cls, self).__init__(**kwargs)
-        for name, value in values.items():
-            setattr(self, name, value)
+        set_settings(self, settings, values)
         self._named_settings = named
         if isinstance(self.settings, Mapping):  # a mapping given as it is: checked now, at the DAG's parse
             step_class.check(self.settings, where=f"{self.task_id}: settings")
 
-    own = [p for p in inspect.signature(own_init).parameters.values()
-           if p.kind is inspect.Parameter.KEYWORD_ONLY] if own_init is not None else []
-
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
     __init__.__module__ = cls.__module__
-    __init__.__annotations__ = {**(inspect.get_annotations(own_init, eval_str=True) if own_init else {}),
-                                **{s.name: s.annotation for s in settings}}
-    __init__.__signature__ = inspect.Signature([  # type: ignore[attr-defined]
-        inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
-        *(inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=s.annotation)
-          for s in settings),
-        *own,
-        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
-    ])
-    cls.__init__ = __init__  # type: ignore[method-assign]  # Airflow's metaclass wraps it after this
+    cls.__init__ = taking_settings(__init__, settings, own=own_init)  # type: ignore[method-assign]
     cls.__doc__ = "\n\n".join(part for part in (
         inspect.cleandoc(step_class.__doc__ or ""), inspect.cleandoc(cls.__doc__ or ""),
         "\n".join(f":param {s.name}: {s.doc}" for s in settings),

@@ -6,9 +6,10 @@ is told which Airflow run it belongs to (an :class:`~airflow_lake_provider.core.
 or ``None``), and never imports Airflow. :mod:`~airflow_lake_provider.steps.runner` runs it
 (prepare -> job -> finish); the operators add what only Airflow has (leases, asset events, lineage).
 
-A step's dataclass fields declared with :func:`setting` are its settings, and the only place they
-are declared: the operator's signature, templated fields and docstring, the maintenance group's
-per-step mappings and the reference tables in ``docs/operators/`` are derived from them.
+A step's dataclass fields declared with :func:`~airflow_lake_provider.core.settings.setting` are
+its settings, and the only place they are declared: the operator's signature, templated fields
+and docstring, the maintenance group's per-step mappings, the form's fields and the reference
+tables in ``docs/operators/`` are derived from them.
 """
 
 from __future__ import annotations
@@ -16,14 +17,13 @@ from __future__ import annotations
 import dataclasses
 import difflib
 import logging
-import typing
 from collections.abc import Mapping
-from functools import cache
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from airflow_lake_provider.core.coercion import coerce
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.settings import Setting, field_hints, settings_of
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 
 if TYPE_CHECKING:
@@ -31,40 +31,9 @@ if TYPE_CHECKING:
 
     from airflow_lake_provider.core.table_digest import TableDigest
 
-#: The metadata key of a setting's documentation, and of the mark of a setting the maintenance group wires itself.
-DOC, WIRED = "doc", "wired"
-
 A = TypeVar("A", bound=Contract)
 R = TypeVar("R", bound=Contract)
 S = TypeVar("S", bound="Step")
-
-
-def setting(default: Any = dataclasses.MISSING, *, doc: str, wired: bool = False,
-            default_factory: Any = dataclasses.MISSING) -> Any:
-    """A step's setting: a dataclass field with its documentation (one or more sentences, reST).
-
-    ``wired``: the maintenance group sets it from an upstream task (the plan, the lease, an
-    approval), so the group refuses it in a step's mapping.
-    """
-    return dataclasses.field(default=default, default_factory=default_factory, metadata={DOC: doc, WIRED: wired})
-
-
-@dataclasses.dataclass(frozen=True)
-class Setting:
-    """One setting of a step, as the operators, the group and the docs read it."""
-
-    name: str
-    annotation: Any
-    default: Any
-    doc: str
-    wired: bool
-
-    @property
-    def renderer(self) -> str | None:
-        """How Airflow's UI shows the rendered value (mappings as JSON)."""
-        origin = typing.get_origin(self.annotation) or self.annotation
-        args = typing.get_args(self.annotation)
-        return "json" if origin is dict or dict in [typing.get_origin(a) or a for a in args] else None
 
 
 class StepLog(Protocol):
@@ -144,8 +113,8 @@ class Step(Generic[A, R]):
         """Read each setting by its type, whoever built the step (an operator's rendered text, a
         script's ``ExpireStep(protected_snapshot_ids=[rewrite_result])``)."""
         klass: type = type(self)
-        hints = _field_hints(klass)
-        for s in _settings(klass):
+        hints = field_hints(klass)
+        for s in settings_of(klass):
             setattr(self, s.name, coerce(getattr(self, s.name), hints[s.name], what=s.name))
 
     @property
@@ -160,7 +129,7 @@ class Step(Generic[A, R]):
     def settings(cls) -> tuple[Setting, ...]:
         """The step's settings (its fields declared with :func:`setting`), in declaration order."""
         klass: type = cls  # as a plain type: mypy does not see type[S] as Hashable (the cache's key)
-        return _settings(klass)
+        return settings_of(klass)
 
     @classmethod
     def parameter_names(cls) -> tuple[str, ...]:
@@ -187,7 +156,7 @@ class Step(Generic[A, R]):
                                       "itself (from the task before it); leave it out.")
             if _known_now(value):
                 klass: type = cls
-                coerce(value, _field_hints(klass)[key], what=f"{where}: {key}")
+                coerce(value, field_hints(klass)[key], what=f"{where}: {key}")
 
     @classmethod
     def build(cls: type[S], *, table: str, log: StepLog | None = None, **parameters: Any) -> S:
@@ -208,22 +177,6 @@ class Step(Generic[A, R]):
     def finish(self, prepared: Prepared[A, R], result: Any) -> Outcome[R]:
         """After the job: say what it did; raise when its outcome must fail the task."""
         raise NotImplementedError
-
-
-@cache
-def _field_hints(cls: type) -> dict[str, Any]:
-    return typing.get_type_hints(cls, include_extras=True)
-
-
-@cache
-def _settings(cls: type) -> tuple[Setting, ...]:
-    hints = _field_hints(cls)
-    return tuple(
-        Setting(f.name, hints[f.name],
-                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
-                f.metadata[DOC], f.metadata[WIRED])
-        for f in dataclasses.fields(cls) if DOC in f.metadata
-    )
 
 
 def _known_now(value: Any) -> bool:

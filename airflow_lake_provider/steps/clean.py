@@ -32,9 +32,10 @@ from airflow_lake_provider.core.retention_settings import (
     ExpirySettings,
     effective_retention,
 )
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.steps.approval import keep_to_approval
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 
 @dataclasses.dataclass(frozen=True)

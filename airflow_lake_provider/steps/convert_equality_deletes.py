@@ -13,6 +13,7 @@ from airflow_lake_provider.core.contracts import (
     ConvertEqualityDeletesJobArgs,
     ConvertEqualityDeletesResult,
 )
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import (
     commits_tagged,
     has_equality_deletes,
@@ -22,7 +23,7 @@ from airflow_lake_provider.core.snapshots import (
     table_state,
 )
 from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -12,8 +12,9 @@ from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
 from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
 from airflow_lake_provider.core.retention_settings import ExpirySettings
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.steps.approval import keep_to_approval
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 
 @dataclasses.dataclass(frozen=True)

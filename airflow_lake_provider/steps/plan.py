@@ -22,9 +22,10 @@ from airflow_lake_provider.core.planning import (
     plan_table,
 )
 from airflow_lake_provider.core.scoping import combine_filters, interval_filter, partition_fields_of
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import has_equality_deletes, summary_int, table_state
 from airflow_lake_provider.exceptions import LakeConfigError, LakePlanRefused
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -15,6 +15,8 @@ from pathlib import Path
 from typing import Any, Union
 
 from airflow_lake_provider.core.coercion import duration_unit
+from airflow_lake_provider.core.settings import settings_of
+from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.steps.base import Step
 from airflow_lake_provider.steps.clean import CleanStep
 from airflow_lake_provider.steps.convert_equality_deletes import ConvertEqualityDeletesStep
@@ -38,10 +40,11 @@ def markdown(text: str) -> str:
     return text.replace("``", "`").replace("|", "\\|")
 
 
-def settings_table(step: type[Step]) -> str:
-    """The step's settings: name, default, meaning (those the maintenance group wires marked so)."""
+def settings_table(owner: type) -> str:
+    """The settings of a step (or of the Spark launch): name, default, meaning (those the maintenance
+    group wires marked so)."""
     rows = ["| setting | default | meaning |", "|---|---|---|"]
-    for s in step.settings():
+    for s in settings_of(owner):
         wired = " *Wired by the maintenance group.*" if s.wired else ""
         rows.append(f"| `{s.name}` | `{s.default!r}` | {markdown(s.doc)}{wired} |")
     return "\n".join(rows)
@@ -78,15 +81,20 @@ def form_schema(step: type[Step], *, leave_out: Iterable[str] = ()) -> dict[str,
         for s in step.settings() if not s.wired and s.name not in left_out}}
 
 
-def block(step: type[Step]) -> str:
-    return f"{START}\n{settings_table(step)}\n{END}"
+def block(owner: type) -> str:
+    return f"{START}\n{settings_table(owner)}\n{END}"
+
+
+def pages(docs: Path) -> dict[Path, type]:
+    """Each page with a settings block, and whose settings it lists."""
+    return {**{docs / "operators" / page: step for page, step in PAGES.items()},
+            docs / "spark-jobs.md": SparkSettings}
 
 
 def write(docs: Path) -> list[Path]:
-    """Replace the block in every step's page (each page must have the two markers); returns the pages changed."""
+    """Replace the block in every page that has one (each must have the two markers); returns the pages changed."""
     changed = []
-    for page, step in PAGES.items():
-        path = docs / "operators" / page
+    for path, step in pages(docs).items():
         text = path.read_text()
         head, rest = text.split(START, 1)
         tail = rest.split(END, 1)[1]

@@ -9,8 +9,9 @@ from typing import ClassVar
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.contracts import AirflowRun, RestoreQuarantineJobArgs, RestoreQuarantineResult
 from airflow_lake_provider.core.quarantine import quarantine_root, run_reference
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import table_state
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 
 @dataclasses.dataclass(kw_only=True)

@@ -19,9 +19,10 @@ from airflow_lake_provider.core.contracts import (
 )
 from airflow_lake_provider.core.partitions import partition_id
 from airflow_lake_provider.core.planning import RewriteOptions
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import commits_tagged, parent_of, require_in_lineage, table_state
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, TableReader, setting
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, TableReader
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table

@@ -1,0 +1,89 @@
+"""A setting declared once: a dataclass field with its documentation.
+
+The steps' settings (:mod:`airflow_lake_provider.steps.base`) and the Spark launch settings
+(:mod:`airflow_lake_provider.core.spark_settings`) are declared with :func:`setting`; the
+operators' parameters, templated fields and docstrings, the maintenance group's mappings, the
+form's fields and the reference tables of the docs are read from :func:`settings_of`. Pure.
+"""
+
+from __future__ import annotations
+
+import copy
+import dataclasses
+import inspect
+import typing
+from collections.abc import Sequence
+from functools import cache
+from typing import Any
+
+#: The metadata keys of a setting's documentation and of the mark of a setting the maintenance group wires.
+DOC, WIRED = "doc", "wired"
+
+
+def setting(default: Any = dataclasses.MISSING, *, doc: str, wired: bool = False,
+            default_factory: Any = dataclasses.MISSING) -> Any:
+    """A setting: a dataclass field with its documentation (one or more sentences, reST).
+
+    ``wired``: the maintenance group sets it from an upstream task (the plan, the lease, an
+    approval), so the group refuses it in a step's mapping.
+    """
+    return dataclasses.field(default=default, default_factory=default_factory, metadata={DOC: doc, WIRED: wired})
+
+
+@dataclasses.dataclass(frozen=True)
+class Setting:
+    """One setting, as the operators, the group, the form and the docs read it."""
+
+    name: str
+    annotation: Any
+    default: Any
+    doc: str
+    wired: bool
+
+    @property
+    def renderer(self) -> str | None:
+        """How Airflow's UI shows the rendered value (mappings as JSON)."""
+        kinds = [typing.get_origin(a) or a for a in (self.annotation, *typing.get_args(self.annotation))]
+        return "json" if any(kind in (dict, typing.Mapping) or kind is dict for kind in kinds) else None
+
+
+@cache
+def field_hints(cls: type) -> dict[str, Any]:
+    """The resolved annotations of a dataclass's fields (with their ``Annotated`` units)."""
+    return typing.get_type_hints(cls, include_extras=True)
+
+
+@cache
+def settings_of(cls: type) -> tuple[Setting, ...]:
+    """The fields of ``cls`` declared with :func:`setting`, in declaration order."""
+    hints = field_hints(cls)
+    return tuple(
+        Setting(f.name, hints[f.name],
+                f.default_factory() if f.default_factory is not dataclasses.MISSING else f.default,
+                f.metadata[DOC], f.metadata[WIRED])
+        for f in dataclasses.fields(cls) if DOC in f.metadata
+    )
+
+
+def taking_settings(init: Any, settings: Sequence[Setting], *, own: Any = None) -> Any:
+    """``init`` with the signature and annotations of one keyword-only parameter per setting (and
+    ``own``'s keyword-only ones), so Airflow's ``default_args``, ``partial`` and the coercion of
+    rendered text see each setting with its default and type."""
+    own_parameters = [p for p in inspect.signature(own).parameters.values()
+                      if p.kind is inspect.Parameter.KEYWORD_ONLY] if own is not None else []
+    init.__annotations__ = {**(inspect.get_annotations(own, eval_str=True) if own else {}),
+                            **{s.name: s.annotation for s in settings}}
+    init.__signature__ = inspect.Signature([
+        inspect.Parameter("self", inspect.Parameter.POSITIONAL_ONLY),
+        *own_parameters,
+        *(inspect.Parameter(s.name, inspect.Parameter.KEYWORD_ONLY, default=s.default, annotation=s.annotation)
+          for s in settings),
+        inspect.Parameter("kwargs", inspect.Parameter.VAR_KEYWORD, annotation=Any),
+    ])
+    return init
+
+
+def set_settings(obj: Any, settings: Sequence[Setting], given: dict[str, Any]) -> None:
+    """Each setting as an attribute of ``obj``: its value popped from ``given``, else its default."""
+    for s in settings:
+        setattr(obj, s.name, given.pop(s.name) if s.name in given else copy.copy(s.default))
