@@ -227,6 +227,43 @@ class TableLeaseHook:
         return lease.token in state.fences and state.record is not None and state.record.token == lease.token
 
 
+class HeldLeases:
+    """The maintenance leases one task holds on several tables (the fleet's rewrite): taken one by
+    one, renewed together while a job runs, given back one by one or all at once."""
+
+    def __init__(self, hook: TableLeaseHook, log: Any) -> None:
+        self.hook = hook
+        self.log = log
+        self._leases: dict[str, Lease] = {}
+
+    def take(self, table: str, holder: str, settings: LeaseSettings) -> Decision | None:
+        """Take ``table``'s lease; the decision when another run holds it (then nothing is taken)."""
+        lease, decision = self.hook.try_acquire(table, holder, settings)
+        if lease is None:
+            return decision
+        self._leases[table] = lease
+        return None
+
+    def of(self, table: str) -> Lease | None:
+        return self._leases.get(table)
+
+    def held(self) -> list[Lease]:
+        return [lease for lease in self._leases.values() if lease.needed]
+
+    def keep(self, lease: Lease) -> None:
+        """Remember a renewed lease (it replaces the one of its table)."""
+        self._leases[lease.table] = lease
+
+    def release(self, table: str) -> None:
+        lease = self._leases.pop(table, None)
+        if lease is not None and lease.needed:
+            self.log.info("%s", self.hook.release(lease))
+
+    def release_all(self) -> None:
+        for table in list(self._leases):
+            self.release(table)
+
+
 @contextlib.contextmanager
 def renewed_while_running(hook: TableLeaseHook, held: Callable[[], list[Lease]], keep: Callable[[Lease], None],
                           stop: Callable[[], None], log: Any) -> Iterator[None]:

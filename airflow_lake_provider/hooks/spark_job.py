@@ -355,6 +355,20 @@ class LakeSparkJobHook(BaseHook):
         base = self.history_server_url
         return f"{base}/history/{self.application_id}/jobs/" if base and self.application_id else None
 
+    def log_where_it_ran(self, log: Any, what: str) -> None:
+        """Say where the last job ran: its application (or the driver alone), OpenLineage parent, history page."""
+        if self.application_id:
+            log.info("Spark application %s ran the %s.", self.application_id, what)
+        else:
+            log.info("The %s ran in the Spark driver through Iceberg's Java API, with no Spark application started.",
+                     what)
+        parent = self.lineage_parent
+        if parent:
+            log.info("Its OpenLineage parent: job %s/%s, run %s.", parent.get("spark.openlineage.parentJobNamespace"),
+                     parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
+        if self.application_url():
+            log.info("Spark history server: %s", self.application_url())
+
     # -- where it runs ----------------------------------------------------------------------
     @cached_property
     def spark_connection(self) -> Connection:

@@ -131,19 +131,8 @@ class LakeSparkOperator(BaseOperator):
         with renewed_while_running(TableLeaseHook(self.lake_hook), self.held_leases, self.keep_lease, self.on_kill,
                                    self.log):
             result = self._job_hook.run(args)
-        if self._job_hook.application_id:
-            self.log.info("Spark application %s ran the %s.", self._job_hook.application_id, args.what)
-        else:
-            self.log.info("The %s ran in the Spark driver through Iceberg's Java API, with no Spark application "
-                          "started.", args.what)
-        parent = self._job_hook.lineage_parent
-        if parent:
-            self.log.info("Its OpenLineage parent: job %s/%s, run %s.",
-                          parent.get("spark.openlineage.parentJobNamespace"),
-                          parent.get("spark.openlineage.parentJobName"), parent.get("spark.openlineage.parentRunId"))
+        self._job_hook.log_where_it_ran(self.log, args.what)
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
-        if self.spark_application_url:
-            self.log.info("Spark history server: %s", self.spark_application_url)
         return result
 
     def on_kill(self) -> None:

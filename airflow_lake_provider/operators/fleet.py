@@ -19,6 +19,7 @@ from __future__ import annotations
 import dataclasses
 import socket
 from collections.abc import Mapping, Sequence
+from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.assets import announce_table_change, maintenance_alias
@@ -29,7 +30,7 @@ from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.job_registry import batch_of
 from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings
 from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
-from airflow_lake_provider.hooks.lease import TableLeaseHook
+from airflow_lake_provider.hooks.lease import HeldLeases, TableLeaseHook
 from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, task_run
 from airflow_lake_provider.steps.base import Prepared
 from airflow_lake_provider.steps.plan import PlanStep
@@ -165,23 +166,17 @@ class IcebergFleetRewriteOperator(_FleetStep):
         self.release_leases = release_leases
         # table, before, after, result
         self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
-        self._leases: dict[str, Lease] = {}
         self.outlets = [*self.outlets, maintenance_alias()]
 
+    @cached_property
+    def leases(self) -> HeldLeases:
+        return HeldLeases(TableLeaseHook(self.lake_hook), self.log)
+
     def held_leases(self) -> list[Lease]:
-        return [lease for lease in self._leases.values() if lease.needed]
+        return self.leases.held()
 
     def keep_lease(self, lease: Lease) -> None:
-        self._leases[lease.table] = lease
-
-    def _release(self, table: str) -> None:
-        lease = self._leases.pop(table, None)
-        if lease is not None and lease.needed:
-            self.log.info("%s", TableLeaseHook(self.lake_hook).release(lease))
-
-    def _release_all(self) -> None:
-        for table in list(self._leases):
-            self._release(table)
+        self.leases.keep(lease)
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
@@ -189,7 +184,6 @@ class IcebergFleetRewriteOperator(_FleetStep):
         ti = context["ti"]
         run = task_run(context)
         holder = run.lease_holder(self.holder or socket.gethostname())
-        leases = TableLeaseHook(self.lake_hook)
         results: dict[str, dict[str, Any]] = {}
         failures: dict[str, str] = {}
         busy: dict[str, str] = {}
@@ -202,18 +196,17 @@ class IcebergFleetRewriteOperator(_FleetStep):
                 if not plan.get("groups"):
                     continue
                 try:
-                    lease, decision = leases.try_acquire(table, holder, settings)
-                    if lease is None:
-                        self.log.info("%s Left for the next run.", decision.sentence)
-                        busy[table] = decision.sentence
+                    busy_with = self.leases.take(table, holder, settings)
+                    if busy_with is not None:
+                        self.log.info("%s Left for the next run.", busy_with.sentence)
+                        busy[table] = busy_with.sentence
                         continue
-                    self._leases[table] = lease
                     step = RewriteStep.build(table=table, log=self.log, **(self.rewrite_settings or {}))
                     step = dataclasses.replace(step, plan=plan, require_plan=True)
                     prepared = step.prepare(self.lake_table(table), run)
                 except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
                     failures[table] = f"{type(error).__name__}: {error}"
-                    self._release(table)
+                    self.leases.release(table)
                     continue
                 if prepared.done is not None:
                     results[table] = self._keep(complete(step, self.lake_table(table), prepared))
@@ -222,12 +215,12 @@ class IcebergFleetRewriteOperator(_FleetStep):
             if ready:
                 self._run_batch(ready, results, failures)
         except BaseException:
-            self._release_all()  # the run stops here: nothing downstream will release them
+            self.leases.release_all()  # the run stops here: nothing downstream will release them
             raise
         ti.xcom_push(key=BUSY_XCOM_KEY, value=busy)
         if failures or self.release_leases:  # failing below, no expiry or release of this run follows
-            self._release_all()
-        compacted = [{**results[table], "lease": self._leases[table].to_json() if table in self._leases else None}
+            self.leases.release_all()
+        compacted = [{**results[table], "lease": lease.to_json() if (lease := self.leases.of(table)) else None}
                      for table, _ in work if table in results]
         return self.end(context, compacted, failures)
 
@@ -247,7 +240,7 @@ class IcebergFleetRewriteOperator(_FleetStep):
                 results[step.table] = self._keep(ran)
             except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
                 failures[step.table] = str(error)
-                self._release(step.table)
+                self.leases.release(step.table)
 
     def _keep(self, ran: StepRun) -> dict[str, Any]:
         """The table's result, its before -> after kept for its asset event."""
