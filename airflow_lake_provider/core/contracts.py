@@ -39,14 +39,6 @@ class Contract:
     if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
         __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
-    @property
-    def expects_spark_work(self) -> bool:
-        """Whether the job is expected to run Spark work (read and write data through Spark). One that
-        only plans and commits through Iceberg's Java API, started by the task (client mode), starts
-        its SparkSession only if it falls back to Spark work, and its driver JVM with the JIT's first
-        tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
-        return True
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
         return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}
@@ -357,19 +349,15 @@ class RewriteJobArgs(CommitRetry):
     #: Who reads and writes the Parquet of a bin-pack rewrite (``core/arrow_rewrite.py``): ``auto``
     #: (Arrow where the result is provably the same, else Iceberg's Spark action), ``iceberg`` or ``arrow``.
     rewriter: str = "auto"
-    #: The worker's expectation that the Arrow rewriter will run (the job decides again): then the
-    #: driver JVM only plans and commits (:attr:`expects_spark_work`).
+    #: The worker's expectation that the Arrow rewriter will run (the job chooses again, on every attempt):
+    #: then a driver started by the task starts Spark only if the job uses it (``core/job_registry.py``'s
+    #: ``rewrite_launch``).
     arrow_expected: bool = False
 
     def __post_init__(self) -> None:
         # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
         if self.partitions is not None:
             object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
-
-    @property
-    def expects_spark_work(self) -> bool:
-        # With Arrow expected the table has no delete file: what follows the data rewrite reads metadata only.
-        return not self.arrow_expected
 
     @property
     def output_spec_id(self) -> int | None:
