@@ -30,7 +30,7 @@ import functools
 import json
 import re
 import uuid
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from typing import Any
 
 from airflow_lake_provider.core.contracts import PlannedPartition, RewriteJobArgs, RewriteResult
@@ -140,13 +140,15 @@ def _own_commits(jtable, before: int | None, rewrite_id: str) -> list[Any]:
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """What every stage of one run shares: the arguments, the table and its snapshot before the run, what the
-    data rewrite rewrites with (``scope``), and the commit retries, which record every attempt."""
+    data rewrite rewrites with (``scope``), the commit retries, which record every attempt, and this run's
+    own commits (``own_commits()``: those carrying its ``lake.rewrite-id``, oldest first)."""
 
     args: RewriteJobArgs
     catalog: str
     scope: RewriteScope
     before: int | None
     retries: CommitRetries
+    own_commits: Callable[[], list[Any]]
 
     @classmethod
     def open(cls, spark, catalog: str, args: RewriteJobArgs) -> _Run:
@@ -167,10 +169,7 @@ class _Run:
             jtable, max_attempts=args.max_attempts, backoff=float(args.retry_backoff_seconds), error=RewriteConflict,
             give_up=lambda attempts: _conflict_message(args.table, attempts, [int(s.snapshotId()) for s in own()]))
         scope = RewriteScope(spark, jtable, expression, {**SAFE_OPTION_DEFAULTS, **args.options}, props)
-        return cls(args, catalog, scope, before, retries)
-
-    def own_commits(self) -> list[Any]:
-        return _own_commits(self.scope.jtable, self.before, self.scope.props[REWRITE_ID_PROPERTY])
+        return cls(args, catalog, scope, before, retries, own)
 
 
 def _drop_dangling_deletes(run: _Run) -> dict[str, Any]:
