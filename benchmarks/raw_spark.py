@@ -92,6 +92,7 @@ def main(argv):
         out["results"], out["per_table"] = rows, per_table
     elif mode == "arrow":
         from airflow_lake_provider.jobs import arrow_rewrite, iceberg
+        from airflow_lake_provider.jobs.rewriters import ArrowRewriter, RewriteScope
 
         options = {k: v for k, v in json.loads(argv[2]).items() if not k.startswith("spark.")}
         rows, per_table, stages = [], [], []
@@ -106,15 +107,15 @@ def main(argv):
                 reason = arrow_rewrite.ineligibility(spark, jtable, "binpack", options)
                 if reason is not None:
                     raise SystemExit(f"the Arrow rewriter cannot rewrite {table}: {reason}")
-                outcome = arrow_rewrite.rewrite_once(spark, jtable, options, {}, None)
+                outcome = ArrowRewriter().rewrite(RewriteScope(spark, jtable, None, options, {}))
                 end = time.perf_counter()
             per_table.append(end - t0)
             spans, totals = clock.spans(), clock.totals()
             stages.append({**{stage: e - s for stage, (s, e) in spans.items() if stage != "metrics"},
                            "metrics (summed over threads)": totals.get("metrics", 0.0),
                            "commit": end - spans["read and write"][1]})
-            rows.append({"groups": len(outcome["groups"]),
-                         "rewritten_data_files": sum(g["rewritten_data_files"] for g in outcome["groups"])})
+            rows.append({"groups": len(outcome.groups),
+                         "rewritten_data_files": sum(g.rewritten_data_files for g in outcome.groups)})
         out["results"], out["per_table"], out["stages"] = rows, per_table, stages
     elif mode == "profile":
         import subprocess

@@ -257,11 +257,16 @@ def test_a_driver_in_the_task_maps_the_class_archive_and_a_cluster_driver_does_n
     assert "SharedArchiveFile" not in bare.environment()["SPARK_SUBMIT_OPTS"]
 
 
-def test_a_job_expecting_no_spark_work_defers_spark_and_starts_with_the_first_jit_tier_only(tmp_path, lake_hook):
+def test_launch_hints_come_from_the_job_registry_and_never_slow_a_rewrite_that_may_run_spark(
+        tmp_path, lake_hook, monkeypatch):
+    import dataclasses
+
+    from airflow_lake_provider.core import job_registry
     from airflow_lake_provider.core.contracts import RewriteJobArgs
-    from airflow_lake_provider.hooks.spark_job import QUICK_JIT, SparkTarget
+    from airflow_lake_provider.hooks.spark_job import SparkTarget
 
     job = LakeSparkJobHook(lake_hook=lake_hook, settings=SparkSettings(spark_conn_id="no_such_spark_connection"))
+    first_tier = "-XX:TieredStopAtLevel=1"
 
     def prepared(args, name: str, target: SparkTarget | None = None) -> tuple[list[str], bool]:
         (tmp_path / name).mkdir()
@@ -269,16 +274,26 @@ def test_a_job_expecting_no_spark_work_defers_spark_and_starts_with_the_first_ji
         spec = json.loads(submission.spec_path.read_text())
         return submission.environment()["SPARK_SUBMIT_OPTS"].split(), spec["defer_spark_session"]
 
+    # The worker expects Arrow: Spark starts only if the job uses it, but the JVM keeps both JIT tiers,
+    # since the job may still hand the work to Iceberg's Spark action in it.
     arrow = RewriteJobArgs(table="db.t", arrow_expected=True)
     options, deferred = prepared(arrow, "arrow")
-    assert QUICK_JIT in options and deferred
-    # Iceberg's Spark action reads and writes in the driver's JVM (local mode): both tiers, Spark at once.
+    assert deferred and first_tier not in options
     for args, name in ((RewriteJobArgs(table="db.t"), "iceberg"), (SqlJobArgs(statements=["SELECT 1"]), "sql")):
         options, deferred = prepared(args, name)
-        assert QUICK_JIT not in options and not deferred, name
+        assert first_tier not in options and not deferred, name
     # A driver on the cluster starts Spark at once: YARN fails an application that starts no SparkContext.
     options, deferred = prepared(arrow, "yarn-cluster", SparkTarget(master="yarn", deploy_mode="cluster"))
-    assert QUICK_JIT not in options and not deferred
+    assert not deferred
+    # A job's own Java options (from its registry entry) reach a driver started here, never a cluster's.
+    hinted = job_registry.LaunchHints(java_options=("-Dlake.hint=1",))
+    monkeypatch.setitem(job_registry._BY_ARGS, SqlJobArgs,
+                        dataclasses.replace(job_registry.JOBS["sql"], launch=lambda args: hinted))
+    options, _ = prepared(SqlJobArgs(statements=["SELECT 1"]), "sql-hinted")
+    assert "-Dlake.hint=1" in options
+    options, _ = prepared(SqlJobArgs(statements=["SELECT 1"]), "sql-cluster",
+                          SparkTarget(master="yarn", deploy_mode="cluster"))
+    assert "-Dlake.hint=1" not in options
 
 
 def test_the_class_archive_is_named_by_the_spark_installation_and_the_java(monkeypatch, tmp_path):

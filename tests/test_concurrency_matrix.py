@@ -31,7 +31,7 @@ import pytest
 
 from demo_data import create_events_table
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
-from airflow_lake_provider.jobs import arrow_rewrite
+from airflow_lake_provider.jobs import rewriters
 from airflow_lake_provider.jobs import iceberg as jobs_iceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 import generated_pages
@@ -206,7 +206,7 @@ def backend(request, lake_hook, spark, writer):
 def before_iceberg_acts(monkeypatch, concurrent) -> None:
     """Call ``concurrent()`` each time the rewrite reaches Iceberg after planning on B: its actions API
     (Iceberg's Spark rewriter) or its commit manager (the Arrow rewriter, its files written)."""
-    real_actions, real_commit = jobs_iceberg.actions, arrow_rewrite.commit_manager
+    real_actions, real_commit = jobs_iceberg.actions, rewriters.commit_manager
 
     def actions(spark):
         concurrent()
@@ -217,7 +217,7 @@ def before_iceberg_acts(monkeypatch, concurrent) -> None:
         return real_commit(*args, **kwargs)
 
     monkeypatch.setattr(jobs_iceberg, "actions", actions)
-    monkeypatch.setattr(arrow_rewrite, "commit_manager", commit_manager)
+    monkeypatch.setattr(rewriters, "commit_manager", commit_manager)
 
 
 def inject_before_first_action(monkeypatch, concurrent) -> dict:

@@ -32,14 +32,6 @@ class Contract:
     if TYPE_CHECKING:  # every subclass is a dataclass: dataclasses.fields/replace take its instances and class
         __dataclass_fields__: ClassVar[dict[str, dataclasses.Field[Any]]]
 
-    @property
-    def expects_spark_work(self) -> bool:
-        """Whether the job is expected to run Spark work (read and write data through Spark). One that
-        only plans and commits through Iceberg's Java API, started by the task (client mode), starts
-        its SparkSession only if it falls back to Spark work, and its driver JVM with the JIT's first
-        tier only (``hooks/spark_job.py``): it starts faster and never needs the second."""
-        return True
-
     def to_json(self) -> dict[str, Any]:
         """Plain JSON values (dicts, lists, str, int, float, bool, None), nested contracts included."""
         return {f.name: _to_json(getattr(self, f.name)) for f in dataclasses.fields(self)}

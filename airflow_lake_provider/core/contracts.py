@@ -366,19 +366,15 @@ class RewriteJobArgs(CommitRetry):
     #: Who reads and writes the Parquet of a bin-pack rewrite (``core/arrow_rewrite.py``): ``auto``
     #: (Arrow where the result is provably the same, else Iceberg's Spark action), ``iceberg`` or ``arrow``.
     rewriter: str = "auto"
-    #: The worker's expectation that the Arrow rewriter will run (the job decides again): then the
-    #: driver JVM only plans and commits (:attr:`expects_spark_work`).
+    #: The worker's expectation that the Arrow rewriter will run (the job chooses again, on every attempt):
+    #: then a driver started by the task starts Spark only if the job uses it (``core/job_registry.py``'s
+    #: ``rewrite_launch``).
     arrow_expected: bool = False
 
     def __post_init__(self) -> None:
         # Partitions given as plain dicts (a caller building the args by hand) become contracts too.
         if self.partitions is not None:
             object.__setattr__(self, "partitions", tuple(PlannedPartition.from_json(p) for p in self.partitions))
-
-    @property
-    def expects_spark_work(self) -> bool:
-        # With Arrow expected the table has no delete file: what follows the data rewrite reads metadata only.
-        return not self.arrow_expected
 
     @property
     def output_spec_id(self) -> int | None:

@@ -63,7 +63,7 @@ import airflow_lake_provider
 from airflow_lake_provider import class_archive
 from airflow_lake_provider.catalog_config import is_secret_key
 from airflow_lake_provider.core.contracts import BatchJobArgs, Contract
-from airflow_lake_provider.core.job_registry import Job, check_batch, job_for
+from airflow_lake_provider.core.job_registry import Job, LaunchHints, check_batch, job_for
 from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
@@ -74,8 +74,6 @@ JOB_APPLICATION = PACKAGE_DIR / "jobs" / "main.py"
 DEFAULT_LOCAL_MASTER = "local[*]"
 DEPLOY_MODES = ("client", "cluster")
 LOG_CONFIG_NAME = "log4j2.properties"
-#: The JIT's first tier only, for a driver that plans and commits but reads no data.
-QUICK_JIT = "-XX:TieredStopAtLevel=1"
 # Spark's start-up chatter at INFO buries the job's own lines in the task log.
 _LOG4J2_PROPERTIES = """\
 rootLogger.level = warn
@@ -510,12 +508,12 @@ class LakeSparkJobHook(BaseHook):
             "files": _joined(files, merged["files"]),
         }
 
-    def _process_env(self, target: SparkTarget, work_dir: Path, *, spark_work: bool = True) -> dict[str, str]:
+    def _process_env(self, target: SparkTarget, work_dir: Path, *,
+                     java_options: Sequence[str] = ()) -> dict[str, str]:
         """The spark-submit process's own environment: it stays on this machine.
 
-        A driver started here that runs no Spark work (``Contract.expects_spark_work``) runs with the JIT's
-        first tier only: the second tier's compiler threads cost start-up time and CPU on a small
-        machine, and pay off only for long data work in the JVM.
+        ``java_options``: the job's own for a driver started here (``core/job_registry.py``'s
+        :class:`LaunchHints`, which :meth:`prepare` takes only for such a driver).
         """
         log_config = _write_private(
             work_dir / f"submit-{LOG_CONFIG_NAME}", _LOG4J2_PROPERTIES if target.driver_in_task else _LOG4J2_SUBMITTER)
@@ -528,7 +526,7 @@ class LakeSparkJobHook(BaseHook):
             "SPARK_SUBMIT_OPTS": " ".join(filter(None, [
                 f"-Dlog4j.configurationFile=file:{log_config}",
                 class_archive.driver_java_options(archive) if archive else None,
-                QUICK_JIT if target.driver_in_task and not spark_work else None,
+                *java_options,
                 os.environ.get("SPARK_SUBMIT_OPTS")])),
         }
         if target.driver_in_task:
@@ -562,16 +560,17 @@ class LakeSparkJobHook(BaseHook):
     def prepare(self, args: Contract, target: SparkTarget, work_dir: Path) -> Submission:
         """Write the spec and build the spark-submit call for the job taking ``args`` (nothing is started;
         :meth:`run` has checked ``args``)."""
-        job = job_for(args).name
-        result_location = self._result_location(job, work_dir)
+        job = job_for(args)
+        result_location = self._result_location(job.name, work_dir)
         launch_conf, session_conf = self._split_conf(target, work_dir)
-        # Not in cluster mode: YARN fails an application whose driver starts no SparkContext.
-        spec = self.build_spec(job, args.to_json(), result_location, session_conf,
-                               defer_spark_session=target.driver_in_task and not args.expects_spark_work)
+        # The job's launch hints apply to a driver started here only (LaunchHints says why).
+        hints = job.launch(args) if target.driver_in_task else LaunchHints()
+        spec = self.build_spec(job.name, args.to_json(), result_location, session_conf,
+                               defer_spark_session=hints.defer_spark_session)
         spec_path = _write_private(work_dir / "spec.json", json.dumps(spec))
         artifacts = self._artifacts(target, launch_conf, work_dir, spec_path)
         env = place_env_vars(target, self.settings.env_vars,
-                             self._process_env(target, work_dir, spark_work=args.expects_spark_work))
+                             self._process_env(target, work_dir, java_options=hints.java_options))
         hook = _SparkSubmitHook(
             connection=self.spark_connection,
             conf={**launch_conf, **env.conf},
@@ -581,13 +580,13 @@ class LakeSparkJobHook(BaseHook):
             executor_cores=self.settings.executor_cores,
             num_executors=self.settings.num_executors,
             deploy_mode=target.deploy_mode,
-            name=f"lake-{job}-{self.lake_hook.config.name}",
+            name=f"lake-{job.name}-{self.lake_hook.config.name}",
             # Cluster mode: --files puts the spec in the driver's working directory.
             application_args=[spec_path.name if not target.driver_in_task else str(spec_path)],
             env_vars=env.submit_hook_env_vars,
             verbose=self.settings.verbose,
         )
-        return Submission(job, target, hook, result_location, spec_path, env.process_env)
+        return Submission(job.name, target, hook, result_location, spec_path, env.process_env)
 
     # -- running ----------------------------------------------------------------------------
     @staticmethod

@@ -10,8 +10,9 @@ holds its identity partition value, as Iceberg's readers fill it in) and writes 
 table's codec (gzip where the table names none, as Iceberg's writer) with the field IDs; each file's
 metrics are built from the values written, under the table's metrics modes
 (``core/file_metrics.py``: not read back from Arrow's footer statistics, which leave long values
-out); and Iceberg's ``RewriteDataFilesCommitManager`` commits, the commit the Spark action makes:
-validated from the starting snapshot, with the job's snapshot properties and sequence-number choice.
+out); and Iceberg's ``RewriteDataFilesCommitManager`` commits (``jobs/rewriters.py``), the commit the
+Spark action makes: validated from the starting snapshot, with the job's snapshot properties and
+sequence-number choice.
 
 Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
 the Spark action): no delete files, format v1/v2, files of the current spec, no sort order, flat
@@ -51,9 +52,6 @@ from airflow_lake_provider.core.file_metrics import (
 )
 from airflow_lake_provider.core.partitions import identity_constants
 from airflow_lake_provider.jobs import iceberg
-
-#: What a group that was not committed under partial progress says (the Spark path's wording).
-DROPPED = "commit dropped (conflict with a concurrent commit)"
 
 #: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
 #: group of thousands of files never sits in memory at once.
@@ -405,36 +403,21 @@ def _content_file_json(location: str, spec_id: int, partition: list[Any], size: 
             "split-offsets": split_offsets, "sort-order-id": sort_order_id}
 
 
-def commit_manager(spark, jtable, starting_snapshot_id: int, use_starting_sequence_number: bool,
-                   props: dict[str, str]):
-    """Iceberg's ``RewriteDataFilesCommitManager``, the commit the Spark action makes: a ``RewriteFiles``
-    validated from the starting snapshot (no new deletes for the replaced files), with ``props``."""
-    return iceberg.java_class(jtable, "org.apache.iceberg.actions.RewriteDataFilesCommitManager")(
-        jtable, starting_snapshot_id, use_starting_sequence_number, iceberg.java_map(spark, props))
+def write_groups(spark, jtable, groups: list[Any], options: dict[str, str]) -> list[_GroupWriter]:
+    """The Arrow runner of one attempt: each planned group's new files written, and set as the group's
+    output (Iceberg's runner contract, ``rewrite(group) -> Set<DataFile>``: :meth:`_GroupWriter.write`).
 
-
-def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], expression) -> dict[str, Any]:
-    """One attempt, planned from the table state ``jtable`` holds: the outcome ``jobs/rewrite.py`` reports
-    (``groups``, ``failed_groups``, ``removed_delete_files``, ``starting_snapshot_id``)."""
-    start = jtable.currentSnapshot()
-    outcome: dict[str, Any] = {"starting_snapshot_id": int(start.snapshotId()) if start is not None else None,
-                               "groups": [], "failed_groups": [], "removed_delete_files": 0}
-    if start is None:
-        return outcome
-    groups = iceberg.bin_pack_groups(spark, jtable, expression, start.snapshotId(), options)
-    if not groups:
-        return outcome
+    Every group's files are known (and checked: :class:`NotArrowRewritable`) before the first file is
+    written; groups are written ``max-concurrent-file-group-rewrites`` at a time (at most one per core).
+    When a group fails, every file of this attempt is deleted and the first error raised.
+    """
     layout = _layout(jtable, iceberg.string_map(jtable.properties()))
-    name = iceberg.rewrite_group_namer(spark, jtable)
-    spec_id = int(jtable.spec().specId())
     cores = os.cpu_count() or 2
     concurrency = max(1, min(len(groups), int(options.get("max-concurrent-file-group-rewrites", cores)), cores))
     # Reads wait on the disk as well as the CPU: twice as many threads as cores keep both busy.
     with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
-        # Every group's files are known (and checked) before the first file is written.
-        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, reads),
-                                       groups))
+        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, reads), groups))
         futures = [groups_pool.submit(writer.write) for writer in writers]
         failure = None
         for future in futures:
@@ -446,38 +429,4 @@ def rewrite_once(spark, jtable, options: dict[str, str], props: dict[str, str], 
             for writer in writers:
                 writer.abort()
             raise failure
-    manager = commit_manager(spark, jtable, start.snapshotId(),
-                             options.get("use-starting-sequence-number", "false").lower() == "true", props)
-
-    def reported(writer) -> dict[str, Any]:
-        info = writer.group.info()
-        return {"partition": name(spec_id, info.partition()), "global_index": int(info.globalIndex()),
-                "rewritten_data_files": int(writer.group.inputFileNum()), "added_data_files": len(writer.written),
-                "rewritten_bytes": int(writer.group.inputFilesSizeInBytes())}
-
-    def java_set(items):
-        result = iceberg.java_class(jtable, "java.util.HashSet")()
-        for item in items:
-            result.add(item.group)
-        return result
-
-    if options.get("partial-progress.enabled", "false").lower() != "true":
-        manager.commitOrClean(java_set(writers))  # on failure Iceberg deletes the new files and raises
-        outcome["groups"] = [reported(writer) for writer in writers]
-        return outcome
-    # Partial progress: commits of about equal numbers of groups; a batch that fails is dropped alone.
-    commits = max(1, min(len(writers), int(options.get("partial-progress.max-commits", "10"))))
-    for batch in (writers[index::commits] for index in range(commits)):
-        try:
-            manager.commitFileGroups(java_set(batch))
-        except Exception as error:  # noqa: BLE001 - reported per group, the task fails on it by default
-            for writer in batch:
-                manager.abortFileGroup(writer.group)
-                info = writer.group.info()
-                outcome["failed_groups"].append({
-                    "partition": name(spec_id, info.partition()), "global_index": int(info.globalIndex()),
-                    "data_files": int(writer.group.inputFileNum()), "reason": DROPPED,
-                    "detail": str(error).splitlines()[0][:300]})
-            continue
-        outcome["groups"].extend(reported(writer) for writer in batch)
-    return outcome
+    return writers

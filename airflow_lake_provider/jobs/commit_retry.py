@@ -9,8 +9,12 @@ is a real failure and propagates at once.
 
 from __future__ import annotations
 
+import dataclasses
 import time
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, Generic, TypeVar
+
+T = TypeVar("T")
 
 _CONFLICTS = {
     "org.apache.iceberg.exceptions.ValidationException": "validation",
@@ -21,6 +25,31 @@ MAX_BACKOFF_SECONDS = 30.0
 
 class CommitConflict(Exception):
     """Every attempt of a commit conflicted with another writer's commit."""
+
+
+@dataclasses.dataclass(frozen=True)
+class Finished(Generic[T]):
+    """How one attempt of a stage finished (a conflict raises instead): its ``outcome`` as the attempts
+    record it (``committed``, ``nothing to commit``, ...), the stage's ``value``, and ``unfinished``:
+    work Iceberg dropped, in words, which is tried again."""
+
+    outcome: str
+    value: T
+    unfinished: str | None = None
+
+
+@dataclasses.dataclass(frozen=True)
+class AttemptRecord:
+    """One attempt of one stage, as a job's result lists it (``attempts``)."""
+
+    stage: str
+    attempt: int
+    starting_snapshot_id: int | None
+    outcome: str
+    detail: str = ""
+
+    def to_json(self) -> dict[str, Any]:
+        return dataclasses.asdict(self)
 
 
 def conflict_reason(error: BaseException) -> str | None:
@@ -40,32 +69,45 @@ def conflict_reason(error: BaseException) -> str | None:
     return None
 
 
-def retrying(stage, *, label: str, jtable, attempts: list[dict[str, Any]], max_attempts: int, backoff: float,
-             give_up, error: type[CommitConflict] = CommitConflict):
-    """Run ``stage()`` until it finishes, at most ``max_attempts`` times, waiting (doubling, bounded) between.
+class CommitRetries:
+    """The bounded retries of every stage of one job on one table, and the record of every attempt.
 
-    ``stage`` returns ``(value, outcome, unfinished)``: ``unfinished`` names work Iceberg dropped
-    (tried again). A commit conflict raised by Iceberg is tried again too; after the last attempt
-    it becomes ``error`` with ``give_up()``'s message. Other errors propagate.
+    :meth:`run` runs a stage until it finishes, at most ``max_attempts`` times, waiting ``backoff``
+    seconds before the first retry, doubled for each further one (at most :data:`MAX_BACKOFF_SECONDS`),
+    each retry planned again from the table's current snapshot. After the last conflicting attempt it
+    raises ``error`` with ``give_up(attempts)``'s message.
     """
-    for attempt in range(1, max_attempts + 1):
-        if attempt > 1:
-            time.sleep(min(backoff * 2 ** (attempt - 2), MAX_BACKOFF_SECONDS))
-            jtable.refresh()  # plan again from the current snapshot
-        start = jtable.currentSnapshot()
-        record = {"stage": label, "attempt": attempt,
-                  "starting_snapshot_id": int(start.snapshotId()) if start is not None else None}
-        try:
-            value, outcome, unfinished = stage()
-        except Exception as failure:  # only conflicts are retried, the rest re-raised
-            reason = conflict_reason(failure)
-            if reason is None:
-                raise
-            attempts.append({**record, "outcome": "conflict", "detail": reason})
-            if attempt == max_attempts:
-                raise error(give_up()) from None
-            continue
-        attempts.append({**record, "outcome": outcome, "detail": unfinished or ""})
-        if not unfinished or attempt == max_attempts:
-            return value
-    raise AssertionError("unreachable")
+
+    def __init__(self, jtable, *, max_attempts: int, backoff: float,
+                 give_up: Callable[[Sequence[AttemptRecord]], str], error: type[CommitConflict] = CommitConflict):
+        self.jtable, self.max_attempts, self.backoff = jtable, max_attempts, backoff
+        self.give_up, self.error = give_up, error
+        self.attempts: list[AttemptRecord] = []
+
+    def run(self, label: str, stage: Callable[[], Finished[T]]) -> T:
+        """``stage()``'s value once it finishes: a :class:`Finished` with nothing ``unfinished``, or the last
+        attempt's. A commit conflict raised by Iceberg is tried again; other errors propagate."""
+        for attempt in range(1, self.max_attempts + 1):
+            if attempt > 1:
+                time.sleep(min(self.backoff * 2 ** (attempt - 2), MAX_BACKOFF_SECONDS))
+                self.jtable.refresh()  # plan again from the current snapshot
+            start = self.jtable.currentSnapshot()
+            starting_snapshot_id = int(start.snapshotId()) if start is not None else None
+            try:
+                finished = stage()
+            except Exception as failure:  # only conflicts are retried, the rest re-raised
+                reason = conflict_reason(failure)
+                if reason is None:
+                    raise
+                self.attempts.append(AttemptRecord(label, attempt, starting_snapshot_id, "conflict", reason))
+                if attempt == self.max_attempts:
+                    raise self.error(self.give_up(self.attempts)) from None
+                continue
+            self.attempts.append(AttemptRecord(label, attempt, starting_snapshot_id, finished.outcome,
+                                               finished.unfinished or ""))
+            if not finished.unfinished or attempt == self.max_attempts:
+                return finished.value
+        raise AssertionError("unreachable")
+
+    def to_json(self) -> list[dict[str, Any]]:
+        return [attempt.to_json() for attempt in self.attempts]

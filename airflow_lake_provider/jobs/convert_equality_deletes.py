@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import time
 import uuid
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -47,7 +48,7 @@ from airflow_lake_provider.core.contracts import (
     ConvertEqualityDeletesResult,
 )
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.jobs.commit_retry import CommitConflict, retrying
+from airflow_lake_provider.jobs.commit_retry import AttemptRecord, CommitConflict, CommitRetries, Finished
 
 CONVERT_ID_PROPERTY = "lake.convert-id"
 EQUALITY_DELETES = "EQUALITY_DELETES"
@@ -340,7 +341,6 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         return [s for s in iceberg.snapshots_after(jtable, before)
                 if iceberg.summary(s).get(CONVERT_ID_PROPERTY) == props[CONVERT_ID_PROPERTY]]
 
-    attempts: list[dict[str, Any]] = []
     outcome: dict[str, Any] = {}
 
     seconds: dict[str, float] = {}
@@ -357,10 +357,10 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         outcome["plan"] = plan
         if plan is None:
             outcome["added"] = []
-            return None, "nothing to convert", None
+            return Finished("nothing to convert", None)
         if dry_run:
             outcome["added"] = []
-            return None, "dry run", None
+            return Finished("dry run", None)
         added = timed("write", writer, spark, jtable, plan, props[CONVERT_ID_PROPERTY])
         try:
             timed("commit", commit_conversion, spark, jtable, plan, added, props)
@@ -368,19 +368,19 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
             _delete_quietly(jtable, added)
             raise
         outcome["added"] = added
-        return None, "committed", None
+        return Finished("committed", None)
 
-    def give_up() -> str:
+    def give_up(attempts: Sequence[AttemptRecord]) -> str:
         return (
             f"Converting the equality deletes of {table_name} conflicted with another writer's commit on all "
-            f"{len(attempts)} attempts (last: {attempts[-1]['detail']}). Another job deleted rows from, or "
+            f"{len(attempts)} attempts (last: {attempts[-1].detail}). Another job deleted rows from, or "
             "compacted, the same data files meanwhile. This run changed nothing in the table. What to do: run "
             "the task again later, or schedule it away from that writer."
         )
 
-    retrying(convert_once, label="convert equality deletes", jtable=jtable, attempts=attempts,
-             max_attempts=args.max_attempts, backoff=args.retry_backoff_seconds,
-             give_up=give_up, error=ConversionConflict)
+    retries = CommitRetries(jtable, max_attempts=args.max_attempts, backoff=args.retry_backoff_seconds,
+                            give_up=give_up, error=ConversionConflict)
+    retries.run("convert equality deletes", convert_once)
 
     plan: ConversionPlan | None = outcome["plan"]
     committed = [int(s.snapshotId()) for s in ours()]
@@ -412,6 +412,6 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         replaced_delete_files=len(plan.replaced_delete_files) if plan else 0,
         deleted_rows=plan.deleted_rows if plan else 0,
         verified=verified,
-        attempts=attempts,
+        attempts=retries.to_json(),
         seconds=seconds,  # per stage, summed over attempts: metadata, positions (Spark), write, commit, verify
     ).to_json()

@@ -48,7 +48,8 @@ def main(argv: list[str]) -> int:
                 spark.table(f"{table}.{metadata_table}").collect()
             spark.table(table).groupBy("day").count().collect()
         # The Arrow rewriter's Iceberg classes: its planner, the scan tasks' JSON, footer metrics, the commit.
-        from airflow_lake_provider.jobs import arrow_rewrite, iceberg
+        from airflow_lake_provider.jobs import iceberg
+        from airflow_lake_provider.jobs.rewriters import ArrowRewriter, RewriteScope
 
         spark.sql(f"CREATE TABLE {catalog}.warm.appended (id BIGINT, day DATE, name STRING) USING iceberg "
                   "PARTITIONED BY (day)")
@@ -56,8 +57,8 @@ def main(argv: list[str]) -> int:
             spark.sql(f"INSERT INTO {catalog}.warm.appended SELECT id, "
                       f"date_add(DATE'2026-01-01', CAST(id % 2 AS INT)), CAST(id AS STRING) "
                       f"FROM range({batch * 50}, {batch * 50 + 50})")
-        arrow_rewrite.rewrite_once(spark, iceberg.load_table(spark, catalog, "warm.appended"),
-                                   {"min-input-files": "2"}, {}, None)
+        ArrowRewriter().rewrite(RewriteScope(spark, iceberg.load_table(spark, catalog, "warm.appended"), None,
+                                             {"min-input-files": "2"}, {}))
         return 0
     finally:
         spark.stop()
