@@ -354,13 +354,13 @@ class RewriteJobArgs(CommitRetry):
     sort_order: str | None = None
     zorder_columns: tuple[str, ...] = ()
     options: dict[str, str] = dataclasses.field(default_factory=dict)
-    #: Off for a bare job, as the job always had it; the operator turns it on by default.
-    rewrite_position_deletes: bool = False
+    #: Defaults of the settings the rewrite step passes on as they are: the step's settings take them from here.
+    rewrite_position_deletes: bool = True
     #: Options of ``rewritePositionDeletes``, limited to the same partitions as the data rewrite.
     position_delete_options: dict[str, str] = dataclasses.field(default_factory=lambda: {"rewrite-all": "true"})
     #: After the data rewrite, remove every delete file no live data file needs, from metadata alone
-    #: (jobs/dangling_deletes.py). Off for a bare job, like ``rewrite_position_deletes``; the operator turns it on.
-    drop_dangling_deletes: bool = False
+    #: (jobs/dangling_deletes.py).
+    drop_dangling_deletes: bool = True
     rewrite_manifests: bool = False
     snapshot_properties: dict[str, str] = dataclasses.field(default_factory=dict)
     #: Who reads and writes the Parquet of a bin-pack rewrite (``core/arrow_rewrite.py``): ``auto``

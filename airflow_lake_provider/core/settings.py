@@ -87,3 +87,12 @@ def set_settings(obj: Any, settings: Sequence[Setting], given: dict[str, Any]) -
     """Each setting as an attribute of ``obj``: its value popped from ``given``, else its default."""
     for s in settings:
         setattr(obj, s.name, given.pop(s.name) if s.name in given else copy.copy(s.default))
+
+
+def default_of(owner: type, name: str) -> Any:
+    """The default of dataclass ``owner``'s field ``name``: for a setting that passes a lower layer's
+    field on as it is (a step's setting that is its job's argument), so the default is written once."""
+    field = owner.__dataclass_fields__[name]  # type: ignore[attr-defined]
+    if field.default is dataclasses.MISSING:
+        raise TypeError(f"{owner.__name__}.{name} has no plain default")
+    return field.default

@@ -19,7 +19,7 @@ from airflow_lake_provider.core.contracts import (
 )
 from airflow_lake_provider.core.partitions import partition_id
 from airflow_lake_provider.core.planning import RewriteOptions
-from airflow_lake_provider.core.settings import setting
+from airflow_lake_provider.core.settings import default_of, setting
 from airflow_lake_provider.core.snapshots import commits_tagged, parent_of, require_in_lineage, table_state
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepFailed, TableReader
@@ -37,6 +37,11 @@ PLANNED_SIZE_OPTIONS = {
 #: default too, made explicit in the XCom). ``use-starting-sequence-number`` is false unless given,
 #: in the job itself (jobs/rewrite.py's SAFE_OPTION_DEFAULTS).
 PROVIDER_OPTION_DEFAULTS = {"partial-progress.enabled": "false"}
+
+
+def _job(name: str) -> Any:
+    """The default of a setting the step hands to its job as it is: the job's own."""
+    return default_of(RewriteJobArgs, name)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -60,21 +65,21 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         "The planning task's result (typically ``plan_task.output``). Without one, the whole table is "
         "rewritten with the table's sizes and ``options``. With one, the rewrite runs with the plan's options, "
         "and sizes given in ``options`` replace only themselves."))
-    strategy: str = setting("binpack", doc=(
+    strategy: str = setting(_job("strategy"), doc=(
         "``binpack``, ``sort`` (by ``sort_order``, default the table's) or ``zorder`` (by ``zorder_columns``)."))
-    sort_order: str | None = setting(None, doc=(
+    sort_order: str | None = setting(_job("sort_order"), doc=(
         "With ``strategy='sort'``: e.g. ``event_ts DESC NULLS LAST, customer_id``; ``None``: the table's sort order."))
     zorder_columns: list[str] | None = setting(None, doc=(
         "With ``strategy='zorder'``: the columns to cluster by together."))
-    rewrite_position_deletes: bool = setting(True, doc=(
+    rewrite_position_deletes: bool = setting(_job("rewrite_position_deletes"), doc=(
         "Also rewrite the position delete files of the planned partitions (``rewrite-all``; the whole table when "
         "the rewrite is not limited to partitions) in the same application: drops deletes made dangling by the "
         "rewrite, merges small ones."))
-    drop_dangling_deletes: bool = setting(True, doc=(
+    drop_dangling_deletes: bool = setting(_job("drop_dangling_deletes"), doc=(
         "After the data rewrite, remove every delete file of the table that no live data file needs any more "
         "(position and equality deletes, deletion vectors), from metadata alone: nothing is read, no row changes "
         "(``dangling_deletes`` in the result)."))
-    rewrite_manifests: bool = setting(False, doc="Also rewrite manifests in the same application.")
+    rewrite_manifests: bool = setting(_job("rewrite_manifests"), doc="Also rewrite manifests in the same application.")
     options: dict[str, Any] | None = setting(None, doc=(
         "Iceberg's own ``rewrite_data_files`` options, by Iceberg's keys: ``target-file-size-bytes``, "
         "``min-input-files``, ``partial-progress.enabled``, ``partial-progress.max-commits``, "
@@ -94,7 +99,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         "at 30 s)."))
     require_plan: bool = setting(False, wired=True, doc=(
         "Fail when no plan arrives instead of rewriting the whole table (the maintenance group sets it)."))
-    rewriter: str = setting("auto", doc=(
+    rewriter: str = setting(_job("rewriter"), doc=(
         "Who reads and writes the Parquet of a bin-pack rewrite. ``auto``: Arrow, with Iceberg's planner and "
         "Iceberg's validated commit, where the result is provably the same (no delete files, format v1/v2, one "
         "partition spec, no sort order, flat columns, local storage); Iceberg's Spark action for every other "
