@@ -493,7 +493,8 @@ def test_a_conflict_on_every_attempt_is_reported_never_hidden(backend, spark, mo
             "rewriter": backend.rewriter}
     if partial:
         result = rewrite_job.run(spark, backend.catalog, args)
-        assert [a["outcome"] for a in result["attempts"]] == ["committed", "nothing to commit"]
+        data = [a["outcome"] for a in result["attempts"] if a["stage"] == "rewrite data files"]
+        assert data == ["committed", "nothing to commit"]
         assert [g["partition"] for g in result["failed_groups"]] == [f"day={DAY_A}"]  # reported: the task fails
         PERSISTENT[(backend.label, "on")] = f"returns failed_groups {result['failed_groups']} (the operator then fails the task)"
     else:
