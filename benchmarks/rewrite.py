@@ -255,7 +255,7 @@ its own reader (copying the Hadoop configuration for each) and writes through Sp
 generation, which the Arrow rewriter mostly skips (its Parquet work is native from the first
 file). End to end, the raw procedure's spark-submit adds the JVM's and Spark's start, several
 times the rewrite itself on these 2 cores. The task with the Arrow rewriter starts the driver's
-JVM (with the class archive and the JIT's first tier) but no Spark application and no PySpark:
+JVM (with the class archive) but no Spark application and no PySpark:
 Iceberg's catalog, planner and commit are reached through py4j, so what it adds to the cold
 rewrite is the JVM start and the catalog's first table load (where it goes: `benchmarks/LEVERS.md`).
 """, target=[{"goal": f"warm rewrite <= 2 x the fastest plain copy; end to end <= 6 x ({len(before):,} files)",
