@@ -23,7 +23,7 @@ def test_commits_start_a_maintenance_run_and_a_healthy_table_starts_none(airflow
     create_events_table(lake_hook.catalog, busy, days=1, commits_per_day=2, rows_per_commit=3)
     create_events_table(lake_hook.catalog, calm, days=1, commits_per_day=1, rows_per_commit=3)
     # A dry maintenance keeps the run short: the point here is which runs start, and for which table.
-    maintenance = {"dry_run": True, "lease": False, "remove_orphans": False}
+    maintenance = {"dry_run": True, "lease": False, "clean": {"remove_orphans": False}}
     watched = [{"table": t, "thresholds": {"min_commits": 3}, "poll_interval": 2, "maintenance": maintenance}
                for t in (busy, calm)]
     response = airflow.api("POST", "/variables", json={"key": "lake_watched_tables", "value": json.dumps(watched)})
