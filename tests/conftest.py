@@ -205,9 +205,12 @@ def pytest_sessionfinish(session, exitstatus):
         generated_pages.save("bad-inputs", bad_input_catalogue.RECORDED)
 
 
-@pytest.fixture(scope="session")
+@pytest.fixture(scope="module")
 def spark_cluster(tmp_path_factory):
-    """A Spark standalone Master and Worker (1 core, 1 GiB) on 127.0.0.1, stopped at the end.
+    """A Spark standalone Master and Worker (1 core, 1 GiB) on 127.0.0.1, stopped after the module.
+
+    Module scope: only tests/test_topology_cluster.py uses it, and idle daemons (heartbeats, GC) would
+    otherwise take CPU from every test after it until the session ends (tests/BUDGET.md, P7.1).
 
     Yields a :class:`spark_cluster.SparkStandaloneCluster`: ``master_url`` (``spark://...``),
     ``web_ui_url`` (the Master's ``/json`` lists workers and applications), ``logs()``.
