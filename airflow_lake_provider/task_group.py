@@ -107,7 +107,7 @@ def step_arguments(operator: type[LakeMaintenanceOperator], settings: Mapping[st
                               "itself (dry_run and lake_conn_id on the group, the rest wired from its other tasks).")
     unknown = [key for key in settings if key not in own and key not in _task_arguments(operator)]
     if unknown:
-        step.check({unknown[0]: None}, where=f"lake_maintenance_group({where}=...)")  # names the closest setting
+        step.refuse_unknown(unknown[0], where=f"lake_maintenance_group({where}=...)")
     return dict(settings)
 
 

@@ -44,7 +44,7 @@ class Setting:
     def renderer(self) -> str | None:
         """How Airflow's UI shows the rendered value (mappings as JSON)."""
         kinds = [typing.get_origin(a) or a for a in (self.annotation, *typing.get_args(self.annotation))]
-        return "json" if any(kind in (dict, typing.Mapping) or kind is dict for kind in kinds) else None
+        return "json" if any(kind in (dict, typing.Mapping) for kind in kinds) else None
 
 
 @cache

@@ -146,11 +146,7 @@ class Step(Generic[A, R]):
         known = {s.name: s for s in cls.settings()}
         for key, value in settings.items():
             if key not in known:
-                close = difflib.get_close_matches(key, known, n=1)
-                hint = f"did you mean {close[0]!r}? " if close else ""
-                settable = [name for name, s in known.items() if wired_ok or not s.wired]
-                raise LakeConfigError(f"{where}: the {cls.name} step has no setting {key!r}; {hint}"
-                                      f"its settings are {', '.join(settable)}.")
+                cls.refuse_unknown(key, where=where, wired_ok=wired_ok)
             if known[key].wired and not wired_ok:
                 raise LakeConfigError(f"{where}: {key!r} of the {cls.name} step is wired by the maintenance group "
                                       "itself (from the task before it); leave it out.")
@@ -159,15 +155,23 @@ class Step(Generic[A, R]):
                 coerce(value, field_hints(klass)[key], what=f"{where}: {key}")
 
     @classmethod
+    def refuse_unknown(cls, key: str, *, where: str, wired_ok: bool = False) -> None:
+        """Refuse ``key``, which is no setting of the step, naming the closest one and those it has."""
+        known = {s.name: s for s in cls.settings()}
+        close = difflib.get_close_matches(key, known, n=1)
+        hint = f"did you mean {close[0]!r}? " if close else ""
+        settable = [name for name, s in known.items() if wired_ok or not s.wired]
+        raise LakeConfigError(f"{where}: the {cls.name} step has no setting {key!r}; {hint}"
+                              f"its settings are {', '.join(settable)}.")
+
+    @classmethod
     def build(cls: type[S], *, table: str, log: StepLog | None = None, **parameters: Any) -> S:
         """The step with ``parameters`` as given (each read by its type in ``__post_init__``).
 
-        Unknown parameters are refused with the names the step takes.
+        An unknown parameter is refused as :meth:`check` refuses it, with the closest setting.
         """
-        unknown = sorted(set(parameters) - set(cls.parameter_names()))
-        if unknown:
-            raise LakeConfigError(f"The {cls.name} step takes no {', '.join(unknown)}; it takes "
-                                  f"{', '.join(cls.parameter_names())}.")
+        for key in sorted(set(parameters) - set(cls.parameter_names())):
+            cls.refuse_unknown(key, where=f"{cls.name} of {table}", wired_ok=True)
         return cls(table=table, **({"log": log} if log is not None else {}), **parameters)
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared[A, R]:
