@@ -6,11 +6,11 @@ deletes (a Flink-style writer), evolved partition specs, a table written only by
 small appends and PyIceberg's own delete), an unpartitioned table with struct, map and array
 columns, a sort order and a merge-on-read delete (strategy ``sort``), and identity partitions on
 awkward values (quotes, ``/``, ``=``, ``%``, unicode, the empty string, NULL, dates before 1970)
-planned by both engines. For each table: the same rows and checksum read by Spark (and by
-PyIceberg, which cannot read equality deletes before the run), fewer data files, no delete file
-left that no live data file needs, the rewrite's snapshot IDs in XCom against the table's
-history, and the lease given back. The other Spark track's run takes v2, v3 and equality deletes
-(``$LAKE_TABLE_KINDS``, as the DAG reads it).
+planned by Spark in the run and by PyIceberg beside it, on the same snapshot. For each table: the
+same rows and checksum read by Spark (and by PyIceberg, which cannot read equality deletes before
+the run), fewer data files, no delete file left that no live data file needs, the rewrite's
+snapshot IDs in XCom against the table's history, and the lease given back. The other Spark
+track's run takes v2, v3 and equality deletes (``$LAKE_TABLE_KINDS``, as the DAG reads it).
 """
 
 from __future__ import annotations
@@ -37,7 +37,7 @@ AWKWARD_KEYS = ["it's", 'say "hi"', "a/b", "k=v", "100%", "ünïcødé ✓", "",
 AWKWARD_DAYS = [dt.date(1969, 12, 31), dt.date(1900, 1, 1)]
 APPENDS = 5  # Iceberg's default min-input-files: every partition qualifies for compaction
 #: Kinds without delete files, sort order or nested columns: the rewrite's `auto` takes the Arrow rewriter.
-ARROW_KINDS = {"pyiceberg_written", "awkward_partitions_spark", "awkward_partitions_pyiceberg"}
+ARROW_KINDS = {"pyiceberg_written", "awkward_partitions"}
 
 
 def _v2_position_deletes(spark, name: str, lake_hook) -> None:
@@ -128,8 +128,7 @@ WRITERS = {
     "evolved_specs": _evolved_specs,
     "pyiceberg_written": _pyiceberg_written,
     "nested_sorted": _nested_sorted,
-    "awkward_partitions_spark": _awkward_partitions,
-    "awkward_partitions_pyiceberg": _awkward_partitions,
+    "awkward_partitions": _awkward_partitions,
 }
 DAG_FILE = import_file(DAGS_FOLDER / "lake_table_kinds.py")
 WRITERS = {kind: WRITERS[kind] for kind in DAG_FILE.KINDS}  # the DAG's kinds ($LAKE_TABLE_KINDS narrows both)
@@ -167,6 +166,13 @@ def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spa
         assert set(files_by_spec(lake_hook.load_table(names["evolved_specs"]))) == {0, 1, 2}
     if "nested_sorted" in names:
         assert before["nested_sorted"]["files"]["POSITION_DELETES"] > 0
+    if "awkward_partitions" in names:  # PyIceberg's plan of the snapshot the run's Spark planner will plan
+        from airflow_lake_provider.steps.plan import PlanStep
+        from airflow_lake_provider.steps.runner import CatalogTable, run_step
+
+        pyiceberg_plan = run_step(PlanStep(table=names["awkward_partitions"], engine="pyiceberg"),
+                                  CatalogTable(lake_hook.catalog, names["awkward_partitions"]), None,
+                                  run_job=None).result.to_json()
 
     airflow.wait_for_dag("lake_table_kinds")
     response = airflow.api("POST", "/dags/lake_table_kinds/dagRuns", json={"logical_date": None, "conf": names})
@@ -209,7 +215,7 @@ def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spa
 
         table = lake_hook.load_table(name)
         assert table.scan(row_filter=EqualTo("payload", "~" * 5000)).to_arrow().num_rows == 2
-    for kind in ("awkward_partitions_spark", "awkward_partitions_pyiceberg"):
+    for kind in ("awkward_partitions",):
         if kind in names:  # the Arrow rewriter's files hold the partition values (plain Parquet readers see them)
             import pyarrow.parquet as pq
 
@@ -235,10 +241,12 @@ def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spa
     # The nested table is sorted by its sort order (id DESC) within its one new file.
     ids = [row.id for row in spark.sql(f"SELECT id FROM lake.{names['nested_sorted']}").collect()]
     assert ids == sorted(ids, reverse=True)
-    # Both engines planned the awkward partitions alike: every value, NULL and pre-1970 dates included.
-    def groups(kind: str) -> list:
-        return sorted((json.dumps(g["partition"], sort_keys=True), g["files"]) for g in plans[kind]["groups"])
-    assert plans["awkward_partitions_spark"]["engine"] == "spark"
-    assert plans["awkward_partitions_pyiceberg"]["engine"] == "pyiceberg"
-    assert groups("awkward_partitions_spark") == groups("awkward_partitions_pyiceberg")
-    assert len(groups("awkward_partitions_spark")) == len(AWKWARD_KEYS) * len(AWKWARD_DAYS)
+    # Both engines planned the awkward partitions alike, on the same snapshot: every value, NULL and
+    # pre-1970 dates included.
+    def groups(plan: dict) -> list:
+        return sorted((json.dumps(g["partition"], sort_keys=True), g["files"]) for g in plan["groups"])
+    spark_plan = plans["awkward_partitions"]
+    assert (spark_plan["engine"], pyiceberg_plan["engine"]) == ("spark", "pyiceberg")
+    assert spark_plan["snapshot_id"] == pyiceberg_plan["snapshot_id"] == before["awkward_partitions"]["snapshot"]
+    assert groups(spark_plan) == groups(pyiceberg_plan)
+    assert len(groups(spark_plan)) == len(AWKWARD_KEYS) * len(AWKWARD_DAYS)

@@ -1,7 +1,7 @@
 """lake_table_kinds: every kind of table the steps maintain, one maintenance group each, with its defaults.
 
-The group as a user writes it, nothing but the table (and the strategy for the sorted table; one
-planner per awkward-partition twin, so both engines plan them): the lease on, the table's own
+The group as a user writes it, nothing but the table (and the strategy for the sorted table; the
+Spark planner for the awkward partitions, which the test also plans with PyIceberg): the lease on, the table's own
 retention, orphan removal at its 72 h floor. Tables come from the run's conf.
 tests/test_table_kinds.py writes the tables, runs this DAG through the real scheduler and checks
 every table afterwards. ``$LAKE_TABLE_KINDS`` (comma-separated) narrows the kinds: the other Spark
@@ -25,8 +25,7 @@ KINDS = {
     "evolved_specs": {},
     "pyiceberg_written": {},
     "nested_sorted": {"rewrite": {"strategy": "sort"}},
-    "awkward_partitions_spark": {"plan": {"engine": "spark"}},
-    "awkward_partitions_pyiceberg": {"plan": {"engine": "pyiceberg"}},
+    "awkward_partitions": {"plan": {"engine": "spark"}},
 }
 #: What the other Spark track's run of tests/test_table_kinds.py takes (scripts/run_tests.sh).
 OTHER_TRACK_KINDS = ("v2_position_deletes", "v3_deletion_vectors", "equality_deletes")
