@@ -53,9 +53,11 @@ def maintenance_figures(step: str, table: str, result: Any, before: dict | None,
     return figures
 
 
-def operator_lineage(*, location: str, table: str, catalog_uri: str | None, changes_table: bool,
-                     figures: dict[str, Any]):
-    """The ``OperatorLineage`` of one step, or ``None`` without the OpenLineage provider."""
+def operator_lineage(*, step: str, location: str, table: str, catalog_uri: str | None, changes_table: bool,
+                     result: Any = None, states: tuple[dict, dict] | None = None):
+    """The ``OperatorLineage`` of one step, or ``None`` without the OpenLineage provider; its facet
+    carries the step's figures (:func:`maintenance_figures`: of ``result`` and the table's ``states``
+    before and after, when the step has them)."""
     try:
         import attrs
         from airflow.providers.openlineage.extractors import OperatorLineage
@@ -72,6 +74,7 @@ def operator_lineage(*, location: str, table: str, catalog_uri: str | None, chan
         table: str
         figures: dict
 
+    figures = maintenance_figures(step, table, result, *(states or (None, None)))
     named = location_dataset(location)
     symlink = catalog_symlink(catalog_uri, table)
     dataset = Dataset(namespace=named.namespace, name=named.name, facets={

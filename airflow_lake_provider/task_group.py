@@ -30,6 +30,7 @@ from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from airflow_lake_provider.operators.lease import (
+    LEASE_SETTINGS,
     IcebergAcquireLeaseOperator,
     IcebergReleaseLeaseOperator,
 )
@@ -40,7 +41,7 @@ from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOpera
 #: (the steps' are their names: PLAN, REWRITE, EXPIRE, CLEAN).
 ACQUIRE_LEASE, RELEASE_LEASE = "acquire_lease", "release_lease"
 #: What ``lease=`` may set: the acquire operator's settings.
-LEASE_OPTIONS = ("ttl_seconds", "on_busy", "wait_timeout_seconds", "poke_interval_seconds", "holder")
+LEASE_OPTIONS = tuple(s.name for s in LEASE_SETTINGS)
 #: With ``approve_deletions_over``: each deleting step's dry run and its approval gate.
 EXPIRE_PREVIEW, APPROVE_EXPIRE, CLEAN_PREVIEW, APPROVE_CLEAN = (
     "expire_preview", "approve_expire", "clean_preview", "approve_clean")

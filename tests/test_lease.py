@@ -110,7 +110,7 @@ BAD_SETTINGS = [
 @pytest.mark.parametrize("given,error", BAD_SETTINGS, ids=[str(g) for g, _ in BAD_SETTINGS])
 def test_bad_lease_settings_are_refused_with_a_sentence(bad_input, given, error):
     with pytest.raises(LakeConfigError, match=error) as refused:
-        LeaseSettings.checked(**given)
+        LeaseSettings(**given)
     bad_input("IcebergAcquireLeaseOperator", given, str(refused.value), table_checked=False)
 
 
@@ -485,10 +485,11 @@ def test_a_leased_step_renews_its_runs_lease_and_refuses_anothers(lake_hook, eve
     step = _step(mine.to_json())
     time.sleep(0.01)
     step.pre_execute(context={})
-    assert step._held_lease.expires_at_ms > mine.expires_at_ms and step._held_lease.token == mine.token
-    assert _lease_record(lake_hook, events) == step._held_lease
+    held = step.leases.of(events)
+    assert held.expires_at_ms > mine.expires_at_ms and held.token == mine.token
+    assert _lease_record(lake_hook, events) == held
     # Another run's step (its lease released, this one's taken) refuses before reading the table.
-    hook.release(step._held_lease)
+    hook.release(held)
     other, _ = hook.try_acquire(events, "dep/dag_b/run_2", LeaseSettings(ttl_seconds=60))
     with pytest.raises(LeaseLost, match="no longer holds the maintenance lease"):
         _step(mine.to_json()).pre_execute(context={})
@@ -506,10 +507,10 @@ def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lo
     mine, _ = hook.try_acquire(events, "dep/dag_a/run_1", LeaseSettings(ttl_seconds=3))  # a beat every 1 s
     step = _step(mine.to_json())
     step.pre_execute(context={})
-    expiry = step._held_lease.expires_at_ms
+    expiry = step.leases.of(events).expires_at_ms
 
     def while_job_runs():
-        return renewed_while_running(hook, step.held_leases, step.keep_lease, step.on_kill, step.log)
+        return renewed_while_running(hook, step.leases.held, step.leases.keep, step.on_kill, step.log)
 
     with while_job_runs():
         time.sleep(1.5)

@@ -95,3 +95,53 @@ def test_the_runner_hands_a_prepared_steps_job_its_args(lake_hook, namespace):
     except RuntimeError:
         pass
     assert isinstance(seen[0], RewriteJobArgs) and seen[0].table == name
+
+
+def test_the_fleet_runs_without_airflow_leases_busy_tables_and_failed_batch_items(lake_hook, namespace):
+    """steps/fleet.py without Spark: each table planned once (a missing one fails alone), each rewrite
+    leased first (a table another run holds is left, busy), one batch job for the prepared tables, a
+    failed item fails its table and gives its lease back, a dry run hands its lease on."""
+    from airflow_lake_provider.core.contracts import AirflowRun, BatchItemOutcome, BatchJobResult
+    from airflow_lake_provider.core.lease import LeaseSettings
+    from airflow_lake_provider.hooks.lease import HeldLeases, TableLeaseHook
+    from airflow_lake_provider.steps.fleet import plan_fleet, rewrite_fleet
+
+    a, b, held, missing = (f"{namespace}.{t}" for t in ("a", "b", "held", "missing"))
+    for name in (a, b, held):
+        create_events_table(lake_hook.catalog, name, days=1, commits_per_day=4, rows_per_commit=5)
+    hook = TableLeaseHook(lake_hook)
+    other, _ = hook.try_acquire(held, "elsewhere/d/r", LeaseSettings(ttl_seconds=600))
+
+    def no_job(args):
+        raise AssertionError(f"no job expected: {args}")
+
+    planned = plan_fleet([a, missing, b, held, a], {"min_input_files": 2}, data_interval=(None, None),
+                         reader_of=lake_hook.table_reader, run=None, run_job=no_job, log=LOG)
+    assert [p["table"] for p in planned.results] == [a, b, held] and all(p["groups"] for p in planned.results)
+    assert list(planned.failures) == [missing] and "does not exist" in planned.failures[missing]
+    assert planned.failed("plan") is not None and "1 of 4 tables were not maintained by plan" in str(
+        planned.failed("plan"))
+
+    batches = []
+
+    def failing_batch(args):
+        batches.append([job.args["table"] for job in args.jobs])
+        return BatchJobResult(outcomes=[BatchItemOutcome(status="failed", error_class="Boom", message="no Spark")
+                                        for _ in args.jobs])
+
+    run = AirflowRun(dag_id="fleet", run_id="r1", task_id="rewrite")
+    lease = LeaseSettings(on_busy="skip", holder="dep")
+    work = [{"table": p["table"], "plan": p} for p in planned.results]
+    leases = HeldLeases(hook, LOG)
+    failed = rewrite_fleet(work, None, lease=lease, leases=leases, release_leases=True,
+                           reader_of=lake_hook.table_reader, run=run, run_job=failing_batch, log=LOG)
+    assert batches == [[a, b]] and failed.results == [] and failed.changed == []
+    assert failed.failures == {a: "Boom: no Spark", b: "Boom: no Spark"}
+    assert list(failed.busy) == [held] and "elsewhere/d/r" in failed.busy[held]
+    assert leases.held() == [] and not hook.load(a)[1].held and hook.load(held)[1].record.token == other.token
+
+    dry = rewrite_fleet(work[:1], {"dry_run": True}, lease=lease, leases=leases, release_leases=False,
+                        reader_of=lake_hook.table_reader, run=run, run_job=no_job, log=LOG)
+    assert [r["table"] for r in dry.results] == [a] and dry.results[0]["dry_run"] and not dry.failures
+    assert dry.results[0]["lease"]["holder"] == "dep/fleet/r1" and [c.table for c in dry.changed] == [a]
+    assert hook.release(leases.of(a)).startswith("Released") and hook.release(other).startswith("Released")

@@ -8,6 +8,7 @@ ships to the Spark driver with the jobs.
 from __future__ import annotations
 
 import dataclasses
+from typing import Any
 
 from airflow_lake_provider.core.contract_base import Contract
 
@@ -27,6 +28,12 @@ class AirflowRun(Contract):
     task_id: str
     try_number: int | None = None
     map_index: int = -1
+
+    @classmethod
+    def of_task_instance(cls, ti: Any) -> AirflowRun:
+        """The run of an Airflow task instance (``context["ti"]``, read by its attributes)."""
+        return cls(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id, try_number=getattr(ti, "try_number", None),
+                   map_index=getattr(ti, "map_index", -1))
 
     def snapshot_properties(self) -> dict[str, str]:
         """The snapshot summary properties (``RUN_PROPERTY_PREFIX``) naming the run that made a commit: a

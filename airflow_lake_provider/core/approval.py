@@ -167,6 +167,15 @@ class DeletionPreview(Contract):
         return not self.snapshot_ids and not self.orphan_file_count
 
 
+def check_gate(step: str, threshold: Any) -> None:
+    """Refuse an approval gate that cannot work: it guards a deleting step, and a threshold given as
+    it is (not a template) is checked now, at the DAG's parse."""
+    if step not in names.DELETING_STEPS:
+        raise LakeConfigError(f"The approval gate guards one of {', '.join(names.DELETING_STEPS)}; got step {step!r}.")
+    if isinstance(threshold, DeletionThreshold):
+        threshold.validate()
+
+
 def approval_needed(threshold: DeletionThreshold, preview: DeletionPreview) -> list[str]:
     """The limits ``preview`` goes over, as sentences; empty: it may run unattended."""
     over = []
@@ -268,6 +277,13 @@ class Approval(Contract):
         allowed = set(self.snapshot_ids)
         ids = list(snapshot_ids)
         return [sid for sid in ids if sid in allowed], [sid for sid in ids if sid not in allowed]
+
+
+def approver_name(user: Any) -> str:
+    """Who approved, from Airflow's HITL response (``responded_by_user``: a mapping with a name or id, or a name)."""
+    if isinstance(user, Mapping):
+        return str(user.get("name") or user.get("id") or "a user")
+    return str(user or "a user")
 
 
 def approval_digest(snapshot_ids: Sequence[int], orphan_files: Sequence[str]) -> str:

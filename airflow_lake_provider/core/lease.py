@@ -28,14 +28,19 @@ import enum
 import hashlib
 import json
 import re
+import socket
 import uuid
 from collections.abc import Mapping
 from datetime import datetime, timezone
-from typing import Any, ClassVar
+from typing import TYPE_CHECKING, Any, ClassVar, cast
 
-from airflow_lake_provider.core.coercion import is_none, mapping, number
+from airflow_lake_provider.core.coercion import Seconds, coerce, is_none, mapping
 from airflow_lake_provider.core.contract_base import Contract
+from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.exceptions import LakeConfigError, LakeError
+
+if TYPE_CHECKING:
+    from airflow_lake_provider.core.airflow_run import AirflowRun
 
 LEASE_TAG = "lake-maintenance-lease"
 FENCE_TAG_PREFIX = f"{LEASE_TAG}-"
@@ -150,41 +155,65 @@ class Lease(Contract):
         return f"{self.holder} (until {self.expires_at})"
 
 
-@dataclasses.dataclass(frozen=True)
+@dataclasses.dataclass(frozen=True, kw_only=True)
 class LeaseSettings:
-    """How a run takes the lease: its time to live, and what it does when another run holds it."""
+    """How a run takes a table's lease: its time to live, what it does while another run holds it,
+    and who it is. Declared once: the acquire operator takes each as a parameter, the fleet's rewrite
+    ``ttl_seconds`` and ``holder``, the maintenance group's ``lease=`` any of them (docs/lease.md).
 
-    ttl_seconds: float = DEFAULT_TTL_SECONDS
-    on_busy: str = "wait"
-    wait_timeout_seconds: float = DEFAULT_WAIT_TIMEOUT_SECONDS
-    poke_interval_seconds: float = DEFAULT_POKE_INTERVAL_SECONDS
+    Read and checked when made (a duration as ``"1h"``, ``"PT30M"`` or a ``timedelta`` becomes
+    seconds); a wrong value is a :class:`LakeConfigError` sentence naming the setting.
+    """
 
-    @classmethod
-    def checked(cls, ttl_seconds: Any = DEFAULT_TTL_SECONDS, on_busy: Any = "wait",
-                wait_timeout_seconds: Any = DEFAULT_WAIT_TIMEOUT_SECONDS,
-                poke_interval_seconds: Any = DEFAULT_POKE_INTERVAL_SECONDS) -> LeaseSettings:
-        """The settings, or a :class:`LakeConfigError` sentence naming the parameter."""
-        ttl = number(ttl_seconds, "ttl_seconds")
+    ttl_seconds: Seconds = setting(DEFAULT_TTL_SECONDS, doc=(
+        "How long the lease lives unless renewed. Every step renews it when it starts and every third of the "
+        "ttl while its Spark job runs, so it must outlast the longest gap between two steps of a run (a task "
+        "queued in a pool); a crashed run's lease expires after it. Like every ``*_seconds`` setting, a number "
+        "of seconds or a duration (``'1h'``, ``'PT30M'``, a ``timedelta``)."))
+    on_busy: str = setting("wait", doc=(
+        "While another run holds the lease: ``'wait'`` (until it is free; after ``wait_timeout_seconds``, "
+        "fail without retries), ``'skip'`` (this run's steps) or ``'fail'``."))
+    wait_timeout_seconds: Seconds = setting(DEFAULT_WAIT_TIMEOUT_SECONDS, doc=(
+        "How long ``'wait'`` waits at most, from the first ask."))
+    poke_interval_seconds: Seconds = setting(DEFAULT_POKE_INTERVAL_SECONDS, doc="How often ``'wait'`` asks again.")
+    holder: str | None = setting(None, doc=(
+        "Who this Airflow deployment is, the first part of the holder's name ``holder/dag_id/run_id[/map_index]``; "
+        "``None``: the worker's host name. Set it when a deployment has several workers, so a retry recognises "
+        "its earlier try's lease."))
+
+    def __post_init__(self) -> None:
+        ttl = self._seconds("ttl_seconds")
         if not ttl > 0:
             raise LakeConfigError(f"ttl_seconds must be more than 0 seconds (a lease must expire after some "
-                                  f"time so a crashed run frees the table); got {ttl_seconds!r}.")
-        mode = "wait" if is_none(on_busy) else str(on_busy).strip().lower()
+                                  f"time so a crashed run frees the table); got {self.ttl_seconds!r}.")
+        mode = "wait" if is_none(self.on_busy) else str(self.on_busy).strip().lower()
         if mode not in ON_BUSY_MODES:
             raise LakeConfigError(f"on_busy must be one of {', '.join(ON_BUSY_MODES)} (what a run does while "
-                                  f"another run holds the table's lease); got {on_busy!r}.")
-        timeout = number(wait_timeout_seconds, "wait_timeout_seconds")
+                                  f"another run holds the table's lease); got {self.on_busy!r}.")
+        timeout = self._seconds("wait_timeout_seconds")
         if not timeout >= 0:
             raise LakeConfigError(
-                f"wait_timeout_seconds must be 0 or more seconds; got {wait_timeout_seconds!r}.")
-        poke = number(poke_interval_seconds, "poke_interval_seconds")
+                f"wait_timeout_seconds must be 0 or more seconds; got {self.wait_timeout_seconds!r}.")
+        poke = self._seconds("poke_interval_seconds")
         if not poke > 0:
             raise LakeConfigError(f"poke_interval_seconds must be more than 0 seconds; "
-                                  f"got {poke_interval_seconds!r}.")
-        return cls(ttl, mode, timeout, poke)
+                                  f"got {self.poke_interval_seconds!r}.")
+        holder = None if is_none(self.holder) else str(self.holder)
+        for name, value in (("ttl_seconds", ttl), ("on_busy", mode), ("wait_timeout_seconds", timeout),
+                            ("poke_interval_seconds", poke), ("holder", holder)):
+            object.__setattr__(self, name, value)
+
+    def _seconds(self, name: str) -> float:
+        return cast("float", coerce(getattr(self, name), Seconds, what=name))
 
     @property
     def ttl_ms(self) -> int:
-        return int(self.ttl_seconds * 1000)
+        return int(cast("float", self.ttl_seconds) * 1000)  # read as seconds by __post_init__
+
+    def holder_name(self, run: AirflowRun) -> str:
+        """Who holds the lease for ``run``: ``holder/dag_id/run_id[/map_index]``, the deployment being
+        ``holder`` or else the worker's host name."""
+        return run.lease_holder(self.holder or socket.gethostname())
 
 
 @dataclasses.dataclass(frozen=True)
@@ -295,7 +324,7 @@ def renewed(lease: Lease, now_ms: int) -> Lease:
 def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int,
               took_over_from: Lease | None = None) -> Lease:
     return Lease(table=table, holder=holder, token=new_token(), acquired_at_ms=now_ms,
-                 expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=settings.ttl_seconds,
+                 expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=cast("float", settings.ttl_seconds),
                  took_over_from=took_over_from.holder if took_over_from else None)
 
 
@@ -306,4 +335,14 @@ def lease_from_xcom(value: Any) -> Lease | None:
     lease = Lease.from_json(mapping(value, "lease (the acquire task's result)"))
     if lease.token is not None and (not isinstance(lease.token, str) or not _TOKEN.match(lease.token)):
         raise LakeConfigError(f"lease must be the acquire task's result; its token {lease.token!r} is not one.")
+    return lease
+
+
+def step_lease(value: Any, table: str, step: str) -> Lease | None:
+    """The lease the step (task) ``step`` maintaining ``table`` was handed, ``None`` when it runs unleased;
+    refused when it is the lease of another table."""
+    lease = lease_from_xcom(value)
+    if lease is not None and lease.table != table:
+        raise LakeConfigError(f"{step} maintains {table} but was given the maintenance lease of {lease.table}: hand "
+                              "it the acquire task of its own table.")
     return lease

@@ -1,7 +1,8 @@
 """A setting declared once: a dataclass field with its documentation.
 
-The steps' settings (:mod:`airflow_lake_provider.steps.base`) and the Spark launch settings
-(:mod:`airflow_lake_provider.core.spark_settings`) are declared with :func:`setting`; the
+The steps' settings (:mod:`airflow_lake_provider.steps.base`), the Spark launch settings
+(:mod:`airflow_lake_provider.core.spark_settings`) and the lease settings
+(:class:`~airflow_lake_provider.core.lease.LeaseSettings`) are declared with :func:`setting`; the
 operators' parameters, templated fields and docstrings, the maintenance group's mappings, the
 form's fields and the reference tables of the docs are read from :func:`settings_of`. Pure.
 """
@@ -12,9 +13,11 @@ import copy
 import dataclasses
 import inspect
 import typing
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from functools import cache
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 #: The metadata keys of a setting's documentation and of the mark of a setting the maintenance group wires.
 DOC, WIRED = "doc", "wired"
@@ -87,6 +90,39 @@ def set_settings(obj: Any, settings: Sequence[Setting], given: dict[str, Any]) -
     """Each setting as an attribute of ``obj``: its value popped from ``given``, else its default."""
     for s in settings:
         setattr(obj, s.name, given.pop(s.name) if s.name in given else copy.copy(s.default))
+
+
+def takes_settings(settings: Sequence[Setting]) -> Callable[[Callable[..., None]], Callable[..., None]]:
+    """Decorate an operator's own ``__init__`` so it also takes each setting as a keyword-only parameter:
+    popped from the keyword arguments before the body runs, set as an attribute after it (its default
+    when not given), and in the signature and annotations (:func:`taking_settings`)."""
+    def decorate(own: Callable[..., None]) -> Callable[..., None]:
+        def __init__(self: Any, **kwargs: Any) -> None:
+            given = {s.name: kwargs.pop(s.name) for s in settings if s.name in kwargs}
+            own(self, **kwargs)
+            set_settings(self, settings, given)
+
+        __init__.__qualname__, __init__.__module__ = own.__qualname__, own.__module__
+        return taking_settings(__init__, settings, own=own)
+    return decorate
+
+
+def param_lines(settings: Sequence[Setting]) -> str:
+    """One ``:param name: doc`` line per setting, for the docstring of a class that takes them."""
+    return "\n".join(f":param {s.name}: {s.doc}" for s in settings)
+
+
+def with_params(doc: str | None, settings: Sequence[Setting]) -> str:
+    """A class's docstring ``doc`` followed by the :func:`param_lines` of ``settings``."""
+    return "\n\n".join((inspect.cleandoc(doc or ""), param_lines(settings)))
+
+
+def read_settings(owner: type[T], source: Any, **given: Any) -> T:
+    """An ``owner`` (a dataclass of settings) from ``source``'s attributes named as its settings (an
+    operator's parameters), and ``given``."""
+    klass: type = owner  # as a plain type: mypy does not see type[T] as Hashable (the cache's key)
+    values = {s.name: getattr(source, s.name) for s in settings_of(klass) if hasattr(source, s.name)}
+    return owner(**{**values, **given})
 
 
 def default_of(owner: type, name: str) -> Any:

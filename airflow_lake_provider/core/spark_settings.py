@@ -12,7 +12,7 @@ import dataclasses
 from collections.abc import Mapping
 from typing import Any
 
-from airflow_lake_provider.core.settings import setting, settings_of
+from airflow_lake_provider.core.settings import read_settings, setting
 
 DEFAULT_SPARK_CONN_ID = "spark_default"
 
@@ -57,14 +57,9 @@ class SparkSettings:
         object.__setattr__(self, "packages", tuple(self.packages or ()))
 
     @classmethod
-    def field_names(cls) -> tuple[str, ...]:
-        klass: type = cls  # as a plain type: mypy does not see type[X] as Hashable (the cache's key)
-        return tuple(s.name for s in settings_of(klass))
-
-    @classmethod
     def of(cls, source: Any) -> SparkSettings:
         """The settings named by ``source``'s attributes of the same names (an operator's parameters)."""
-        return cls(**{name: getattr(source, name) for name in cls.field_names() if hasattr(source, name)})
+        return read_settings(cls, source)
 
     def with_conf(self, conf: Mapping[str, Any]) -> SparkSettings:
         """These settings with ``conf`` under ``spark_conf`` (``spark_conf``'s own values win)."""

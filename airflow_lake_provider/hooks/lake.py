@@ -12,6 +12,7 @@ under ``$LAKE_HOME`` (see :mod:`airflow_lake_provider.lake`).
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
@@ -229,6 +230,10 @@ class IcebergLakeHook(BaseHook):
             raise LakeConfigError(sentence) from None
         raise error
 
+    def table_reader(self, table: str | TableIdentifier) -> LakeTable:
+        """``table`` as a step reads it through this hook (validates the name first)."""
+        return LakeTable(self, table if isinstance(table, TableIdentifier) else TableIdentifier.parse(table))
+
     def read_table_digest(self, table: str | TableIdentifier) -> TableDigest:
         """The table's metadata read lean (:mod:`~airflow_lake_provider.core.table_digest`): what the
         expire and clean decisions need, without PyIceberg's model of every snapshot, so the worker's
@@ -310,6 +315,20 @@ class IcebergLakeHook(BaseHook):
         from airflow_lake_provider.get_provider_info import CONNECTION_UI_FIELD_BEHAVIOUR
 
         return {key.replace("-", "_"): value for key, value in CONNECTION_UI_FIELD_BEHAVIOUR.items()}
+
+
+@dataclasses.dataclass(frozen=True)
+class LakeTable:
+    """One table of the lake as a step reads it (:class:`~airflow_lake_provider.steps.base.TableReader`)."""
+
+    hook: IcebergLakeHook
+    identifier: TableIdentifier
+
+    def load_table(self) -> Table:
+        return self.hook.load_table(self.identifier)
+
+    def read_digest(self) -> TableDigest:
+        return self.hook.read_table_digest(self.identifier)
 
 
 def _file_io(properties: dict[str, str], location: str) -> FileIO:

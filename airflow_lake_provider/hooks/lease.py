@@ -254,6 +254,12 @@ class HeldLeases:
         """Remember a renewed lease (it replaces the one of its table)."""
         self._leases[lease.table] = lease
 
+    def renew(self, lease: Lease) -> Lease:
+        """Renew ``lease`` and hold it (:meth:`TableLeaseHook.renew`: :class:`LeaseLost` when it is not this run's)."""
+        renewed = self.hook.renew(lease)
+        self.keep(renewed)
+        return renewed
+
     def release(self, table: str) -> None:
         lease = self._leases.pop(table, None)
         if lease is not None and lease.needed:

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping, Sequence
 from datetime import timedelta
 from functools import cached_property
@@ -18,14 +17,15 @@ from airflow_lake_provider.core.approval import (
     approval_body,
     approval_needed,
     approval_subject,
+    approver_name,
+    check_gate,
     deletion_preview,
     human_bytes,
 )
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.step_names import DELETING_STEPS
-from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
+from airflow_lake_provider.steps.approval import GateClosed, under_gate
 
 #: The XCom key the gate keeps its preview under while it waits (a resumed task is a new object).
 PREVIEW_XCOM_KEY = "preview"
@@ -77,10 +77,7 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
         response_timeout: timedelta | None = None,
         **kwargs: Any,
     ) -> None:
-        if step not in DELETING_STEPS:
-            raise LakeConfigError(f"The approval gate guards one of {', '.join(DELETING_STEPS)}; got step {step!r}.")
-        if isinstance(threshold, DeletionThreshold):
-            threshold.validate()
+        check_gate(step, threshold)
         # subject and body are set in execute, from the preview; the UI shows them only while waiting.
         super().__init__(subject=f"Approve the {step} of {table}", body=None, response_timeout=response_timeout,
                          **kwargs)
@@ -125,18 +122,11 @@ class LakeDeletionApprovalOperator(ApprovalOperator):
             return response
         preview = DeletionPreview.from_json(
             context["ti"].xcom_pull(task_ids=self.task_id, key=PREVIEW_XCOM_KEY, map_indexes=context["ti"].map_index))
-        user = response["responded_by_user"]
-        approval = Approval.of(preview, _user_name(user))
+        approval = Approval.of(preview, approver_name(response["responded_by_user"]))
         self.log.info("Approved by %s: the %s of %s may remove %d snapshots and %d orphan files (digest %s).",
                       approval.approved_by, self.step, preview.table, len(approval.snapshot_ids),
                       len(approval.orphan_files), approval.digest)
         return approval.to_json()
-
-
-def _user_name(user: Any) -> str:
-    if isinstance(user, Mapping):
-        return str(user.get("name") or user.get("id") or "a user")
-    return str(user or "a user")
 
 
 class GatedOperator(LakeMaintenanceOperator):
@@ -156,26 +146,9 @@ class GatedOperator(LakeMaintenanceOperator):
         self.require_approval = require_approval
 
     def step(self, context: Any) -> Any:
-        """The step with the approval it runs under: ``approved`` when its gate passed one, else none;
-        a gated step without an approval skips here (:func:`passed_gate`)."""
-        step: Any = super().step(context)  # an ExpireStep or a CleanStep
-        return dataclasses.replace(step, approved=self.approved if passed_gate(self, step.name) else None)
-
-
-def passed_gate(operator: Any, step: str) -> bool:
-    """Whether a deleting step runs under an approval (``operator.approved``), checked before it reads the table.
-
-    A gated step (``require_approval``, set by the group) whose gate passed nothing (rejected,
-    skipped, or never run) skips itself: the trigger rule alone cannot say so, since the step
-    must still run after a skipped rewrite. A dry run removes nothing and needs no approval.
-    """
-    if operator.dry_run:
-        return False
-    if operator.approved is None:
-        if operator.require_approval:
-            raise AirflowSkipException(
-                f"The {step} of {operator.table} runs only with its approval gate's answer, and none reached it "
-                "(the gate rejected, skipped or did not run): nothing is removed.")
-        return False
-    return True
-
+        """The step with the approval it runs under (:func:`~airflow_lake_provider.steps.approval.under_gate`):
+        its gate's, or none; a gated step without one skips here, before it reads the table."""
+        try:
+            return under_gate(super().step(context), require_approval=self.require_approval)
+        except GateClosed as closed:
+            raise AirflowSkipException(str(closed)) from None

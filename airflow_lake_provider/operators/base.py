@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-import dataclasses
+import functools
 import inspect
 from collections.abc import Mapping, Sequence
 from functools import cached_property
@@ -15,14 +15,14 @@ from airflow_lake_provider.assets import announce_table_change, maintenance_alia
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.lease import Lease, lease_from_xcom
-from airflow_lake_provider.core.settings import set_settings, settings_of, taking_settings
+from airflow_lake_provider.core.lease import step_lease
+from airflow_lake_provider.core.settings import param_lines, settings_of, takes_settings, with_params
 from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
-from airflow_lake_provider.hooks.lease import TableLeaseHook, renewed_while_running
+from airflow_lake_provider.hooks.lease import HeldLeases, TableLeaseHook, renewed_while_running
 from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-from airflow_lake_provider.lineage import maintenance_figures, operator_lineage, spark_parent_properties
+from airflow_lake_provider.lineage import operator_lineage, spark_parent_properties
 from airflow_lake_provider.links import SparkHistoryLink
 from airflow_lake_provider.steps.base import Step, StepFailed
 from airflow_lake_provider.steps.runner import run_step
@@ -41,10 +41,7 @@ PARTIAL_RESULT_XCOM_KEY = "partial_result"
 def airflow_run(context: Any) -> AirflowRun | None:
     """The task try running a step (``None`` when ``execute`` is called without a task instance)."""
     ti = context.get("ti") if context else None
-    if ti is None:
-        return None
-    return AirflowRun(dag_id=ti.dag_id, run_id=ti.run_id, task_id=ti.task_id,
-                      try_number=getattr(ti, "try_number", None), map_index=getattr(ti, "map_index", -1))
+    return AirflowRun.of_task_instance(ti) if ti is not None else None
 
 
 def task_run(context: Any) -> AirflowRun:
@@ -55,20 +52,6 @@ def task_run(context: Any) -> AirflowRun:
     return run
 
 
-@dataclasses.dataclass(frozen=True)
-class LakeTable:
-    """One table of the lake as a step reads it (:class:`~airflow_lake_provider.steps.base.TableReader`)."""
-
-    hook: IcebergLakeHook
-    identifier: TableIdentifier
-
-    def load_table(self) -> Table:
-        return self.hook.load_table(self.identifier)
-
-    def read_digest(self) -> TableDigest:
-        return self.hook.read_table_digest(self.identifier)
-
-
 class LakeSparkOperator(BaseOperator):
     """What an operator needs to run this provider's Spark jobs: the catalog and Spark connections,
     the Spark settings, one job at a time with its application linked from the task.
@@ -77,24 +60,20 @@ class LakeSparkOperator(BaseOperator):
 
     Every launch setting of :class:`~airflow_lake_provider.core.spark_settings.SparkSettings` is a
     keyword argument too (``spark_conn_id`` and ``spark_conf`` templated):
-
-    """ + "\n".join(f":param {s.name}: {s.doc}" for s in settings_of(SparkSettings))
+    """
 
     template_fields: Sequence[str] = ("lake_conn_id", "spark_conn_id", "spark_conf")
     template_fields_renderers: ClassVar[dict[str, str]] = {"spark_conf": "json"}
     ui_color = "#cfe8fc"
     operator_extra_links = (SparkHistoryLink(),)
 
+    @takes_settings(settings_of(SparkSettings))
     def __init__(self, *, lake_conn_id: str = IcebergLakeHook.default_conn_name, **kwargs: Any) -> None:
-        spark = {name: kwargs.pop(name) for name in SparkSettings.field_names() if name in kwargs}
         super().__init__(**kwargs)
         self.lake_conn_id = lake_conn_id
-        set_settings(self, settings_of(SparkSettings), spark)
         self._job_hook: LakeSparkJobHook | None = None
         self.spark_application_url: str | None = None
         self._context: Any = None
-
-    __init__ = taking_settings(__init__, settings_of(SparkSettings), own=__init__)
 
     def coerce_rendered_fields(self) -> None:
         """Turn the rendered templated fields into the types ``__init__`` declares (first line of ``execute``).
@@ -116,20 +95,17 @@ class LakeSparkOperator(BaseOperator):
         """This operator's Spark settings, with its task as the OpenLineage parent of the job."""
         return SparkSettings.of(self).with_conf(spark_parent_properties(self._context))
 
-    def held_leases(self) -> list[Lease]:
-        """The maintenance leases this task holds while its job runs (renewed meanwhile, see
+    @cached_property
+    def leases(self) -> HeldLeases:
+        """The maintenance leases this task holds, renewed while its job runs (see
         :func:`~airflow_lake_provider.hooks.lease.renewed_while_running`)."""
-        return []
-
-    def keep_lease(self, lease: Lease) -> None:
-        """Remember a renewed lease (it replaces the one of the same table)."""
+        return HeldLeases(TableLeaseHook(self.lake_hook), self.log)
 
     def run_job(self, args: Contract) -> Any:
         """Submit the job that takes ``args`` and return its result contract; the task's extra link
         points at the application."""
         self._job_hook = LakeSparkJobHook(lake_hook=self.lake_hook, settings=self.spark_settings())
-        with renewed_while_running(TableLeaseHook(self.lake_hook), self.held_leases, self.keep_lease, self.on_kill,
-                                   self.log):
+        with renewed_while_running(self.leases.hook, self.leases.held, self.leases.keep, self.on_kill, self.log):
             result = self._job_hook.run(args)
         self._job_hook.log_where_it_ran(self.log, args.what)
         self.spark_application_url = self._job_hook.application_url()  # read by SparkHistoryLink
@@ -140,8 +116,7 @@ class LakeSparkOperator(BaseOperator):
             self._job_hook.on_kill()
 
 
-LakeSparkOperator.__doc__ = "\n".join([inspect.cleandoc(LakeSparkOperator.__doc__ or ""), "", *(
-    f":param {s.name}: {s.doc}" for s in settings_of(SparkSettings))])
+LakeSparkOperator.__doc__ = with_params(LakeSparkOperator.__doc__, settings_of(SparkSettings))
 
 
 class LakeMaintenanceOperator(LakeSparkOperator):
@@ -189,7 +164,6 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         self._named_settings: frozenset[str] = frozenset()
         self.lease = lease
         self.require_lease = require_lease
-        self._held_lease: Lease | None = None
         self.table = table
         self._table_states: tuple[dict[str, Any], dict[str, Any]] | None = None
         self._table_location: str | None = None
@@ -201,44 +175,35 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         """A leased step first makes sure its run still holds the table's lease, and renews it,
         before it reads the table."""
         super().pre_execute(context)
-        lease = lease_from_xcom(self.lease)
+        lease = step_lease(self.lease, self.table_identifier.dotted, self.task_id)
         if lease is None:
             if flag(self.require_lease, "require_lease"):
                 raise AirflowSkipException(
                     f"This run holds no maintenance lease on {self.table} (its acquire task skipped or did not run), "
                     f"so {self.task_id} does nothing.")
             return
-        if lease.table != self.table_identifier.dotted:
-            raise LakeConfigError(f"{self.task_id} maintains {self.table_identifier.dotted} but was given the "
-                                  f"maintenance lease of {lease.table}: hand it the acquire task of its own table.")
         if not lease.needed:  # a dry run changes nothing and took no lease: it runs beside anyone
             return
-        self._held_lease = TableLeaseHook(self.lake_hook).renew(lease)
-        self.log.info("This run holds the maintenance lease on %s until %s (renewed).", lease.table,
-                      self._held_lease.expires_at)
+        renewed = self.leases.renew(lease)
+        self.log.info("This run holds the maintenance lease on %s until %s (renewed).", lease.table, renewed.expires_at)
 
-    def held_leases(self) -> list[Lease]:
-        return [self._held_lease] if self._held_lease is not None else []
-
-    def keep_lease(self, lease: Lease) -> None:
-        self._held_lease = lease
+    @property
+    def step_label(self) -> str:
+        """The step's name in asset events and lineage: the task id without its group's prefix."""
+        return self.task_id.rsplit(".", 1)[-1]
 
     @property
     def table_identifier(self) -> TableIdentifier:
         return TableIdentifier.parse(self.table)
 
-    @property
-    def lake_table(self) -> LakeTable:
-        return LakeTable(self.lake_hook, self.table_identifier)
-
     def load_table(self) -> Table:
         """The PyIceberg table (validates the name first; no JVM)."""
-        return self.lake_table.load_table()
+        return self.lake_hook.load_table(self.table_identifier)
 
     def read_digest(self) -> TableDigest:
         """The table's metadata read lean (:meth:`IcebergLakeHook.read_table_digest`): for steps that
         decide from the history alone, so the worker's memory does not grow with it (no JVM)."""
-        digest = self.lake_table.read_digest()
+        digest = self.lake_hook.read_table_digest(self.table_identifier)
         self._table_location = digest.location
         return digest
 
@@ -254,13 +219,7 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         step_class = self.step_class
         assert step_class is not None, f"{type(self).__name__} names no step_class"
         values = {name: getattr(self, name) for name in step_class.parameter_names()}
-        if self.settings:
-            step_class.check(self.settings, where=f"{self.task_id}: settings")
-            both = sorted(set(self.settings) & self._named_settings)
-            if both:
-                raise LakeConfigError(f"{self.task_id}: {', '.join(both)} given both by name and in settings: "
-                                      "give each setting once.")
-            values.update(self.settings)
+        values = step_class.with_more(values, self.settings, named=self._named_settings, where=self.task_id)
         return step_class.build(table=self.table, log=self.log, **values)
 
     def execute(self, context: Context) -> Any:
@@ -268,10 +227,11 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         return self.run_step(self.step(context), context)
 
     def run_step(self, step: Step, context: Context) -> Any:
-        """Run ``step`` (:func:`~airflow_lake_provider.steps.runner.run_step`; its job while the lease is
-        renewed), and keep the result and the table's states for the asset event and lineage."""
+        """Run ``step`` (:func:`~airflow_lake_provider.steps.runner.run_step`: it reads the table through this
+        operator, which keeps the location for lineage; its job while the lease is renewed), and keep the
+        result and the table's states for the asset event and lineage."""
         try:
-            ran = run_step(step, self.lake_table, airflow_run(context), self.run_job)
+            ran = run_step(step, self, airflow_run(context), self.run_job)
         except StepFailed as failure:
             context["ti"].xcom_push(key=PARTIAL_RESULT_XCOM_KEY, value=failure.partial_result.to_json())
             raise
@@ -286,7 +246,7 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         result = self._result if result is None else result
         if not self.emits_table_events or self._table_states is None:
             return
-        announce_table_change(context, self.lake_hook, self.task_id.rsplit(".", 1)[-1], self.table_identifier.dotted,
+        announce_table_change(context, self.lake_hook, self.step_label, self.table_identifier.dotted,
                               *self._table_states, result, self.log)
 
     # -- OpenLineage (docs/lineage.md; nothing happens without the provider) -------------------
@@ -295,12 +255,9 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         # location the step already read rather than asking the catalog again.
         if self._table_location is None:
             self._table_location = self.read_digest().location
-        name = self.table_identifier.dotted
-        before, after = self._table_states or (None, None)
-        figures = maintenance_figures(self.task_id.rsplit(".", 1)[-1], name, self._result if with_figures else None,
-                                      before if with_figures else None, after if with_figures else None)
-        return operator_lineage(location=self._table_location, table=name, catalog_uri=self.lake_hook.config.uri,
-                                changes_table=self.emits_table_events, figures=figures)
+        figures = {"result": self._result, "states": self._table_states} if with_figures else {}
+        return operator_lineage(step=self.step_label, location=self._table_location, table=self.table_identifier.dotted,
+                                catalog_uri=self.lake_hook.config.uri, changes_table=self.emits_table_events, **figures)
 
     def get_openlineage_facets_on_start(self):
         return self._lineage(with_figures=False)
@@ -318,26 +275,22 @@ def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]
     cls.template_fields = (*LakeMaintenanceOperator.template_fields, *(s.name for s in settings))
     cls.template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers,
                                      **{s.name: s.renderer for s in settings if s.renderer}}
-    own_init = cls.__dict__.get("__init__")  # the operator's own parameters (the plan's skip_rewrite_when_empty)
+    # The operator's own parameters (the plan's skip_rewrite_when_empty), else its base's.
+    own_init = cls.__dict__.get("__init__") or (lambda self, **kwargs: super(cls, self).__init__(**kwargs))
+    init = takes_settings(settings)(own_init)
 
+    @functools.wraps(init)
     def __init__(self: LakeMaintenanceOperator, **kwargs: Any) -> None:
-        named = frozenset(s.name for s in settings if s.name in kwargs)
-        values = {s.name: kwargs.pop(s.name) for s in settings if s.name in kwargs}
-        if own_init is not None:
-            own_init(self, **kwargs)
-        else:
-            super(cls, self).__init__(**kwargs)
-        set_settings(self, settings, values)
-        self._named_settings = named
+        init(self, **kwargs)
+        self._named_settings = frozenset(s.name for s in settings if s.name in kwargs)
         if isinstance(self.settings, Mapping):  # a mapping given as it is: checked now, at the DAG's parse
             step_class.check(self.settings, where=f"{self.task_id}: settings")
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"
-    __init__.__module__ = cls.__module__
-    cls.__init__ = taking_settings(__init__, settings, own=own_init)  # type: ignore[method-assign]
+    cls.__init__ = __init__  # type: ignore[method-assign]
     cls.__doc__ = "\n\n".join(part for part in (
         inspect.cleandoc(step_class.__doc__ or ""), inspect.cleandoc(cls.__doc__ or ""),
-        "\n".join(f":param {s.name}: {s.doc}" for s in settings),
+        param_lines(settings),
         ("The table, lease, connection and Spark parameters are :class:`LakeMaintenanceOperator`'s. Every "
          "parameter is templated."),
     ) if part)

@@ -4,10 +4,8 @@ that need it in one Spark application.
 A fleet of small tables pays per table for what does not depend on the table: an Airflow task
 (a process, its imports, its database rows) and, for the heavy steps, a JVM start (5-7 s on 2
 cores) that can cost more than the compaction itself. These operators keep every table's checks
-exactly as the single-table operators make them (they run the same steps,
-:class:`~airflow_lake_provider.steps.plan.PlanStep` and
-:class:`~airflow_lake_provider.steps.rewrite.RewriteStep`, one per table) and share what is
-shared: one task, and one ``batch`` application.
+exactly as the single-table operators make them and share what is shared: one task, and one
+``batch`` application (:mod:`airflow_lake_provider.steps.fleet` runs the tables' steps).
 
 A table that fails does not stop the others: each operator finishes the fleet, returns (pushes)
 the results of the tables that succeeded, then fails naming the ones that did not, so the run
@@ -16,26 +14,17 @@ is not green while every other table was still maintained.
 
 from __future__ import annotations
 
-import dataclasses
-import socket
 from collections.abc import Mapping, Sequence
-from functools import cached_property
 from typing import TYPE_CHECKING, Any, cast
 
 from airflow_lake_provider.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.core import step_names as names
-from airflow_lake_provider.core.coercion import Seconds
-from airflow_lake_provider.core.contracts import RewriteResult
-from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.job_registry import batch_of
-from airflow_lake_provider.core.lease import DEFAULT_TTL_SECONDS, Lease, LeaseSettings
-from airflow_lake_provider.exceptions import LakeJobError, LakePlanRefused
-from airflow_lake_provider.hooks.lease import HeldLeases, TableLeaseHook
-from airflow_lake_provider.operators.base import LakeSparkOperator, LakeTable, airflow_run, task_run
-from airflow_lake_provider.steps.base import Prepared
+from airflow_lake_provider.core.lease import LeaseSettings
+from airflow_lake_provider.core.settings import read_settings, takes_settings, with_params
+from airflow_lake_provider.operators.base import LakeSparkOperator, airflow_run, task_run
+from airflow_lake_provider.steps.fleet import FLEET_LEASE_SETTINGS, FleetRun, TableChange, plan_fleet, rewrite_fleet
 from airflow_lake_provider.steps.plan import PlanStep
 from airflow_lake_provider.steps.rewrite import RewriteStep
-from airflow_lake_provider.steps.runner import StepRun, complete, run_step
 
 if TYPE_CHECKING:
     from airflow.sdk import Context
@@ -49,17 +38,13 @@ BUSY_XCOM_KEY = "busy"
 class _FleetStep(LakeSparkOperator):
     """What both fleet steps share: one step per table, failures collected."""
 
-    def lake_table(self, table: str) -> LakeTable:
-        return LakeTable(self.lake_hook, TableIdentifier.parse(table))
-
-    def end(self, context: Context, results: list[dict[str, Any]], failures: dict[str, str]) -> list[dict[str, Any]]:
+    def end(self, context: Context, fleet: FleetRun) -> list[dict[str, Any]]:
         """Return the results; with failures, push them (the downstream still gets the rest) and fail."""
-        context["ti"].xcom_push(key=FAILURES_XCOM_KEY, value=failures)
-        if not failures:
-            return results
-        context["ti"].xcom_push(key="return_value", value=results)
-        raise LakeJobError(f"{len(failures)} of {len(failures) + len(results)} tables were not maintained by "
-                           f"{self.task_id}: " + "; ".join(f"{table}: {why}" for table, why in failures.items()))
+        context["ti"].xcom_push(key=FAILURES_XCOM_KEY, value=fleet.failures)
+        if (failed := fleet.failed(self.task_id)) is None:
+            return fleet.results
+        context["ti"].xcom_push(key="return_value", value=fleet.results)
+        raise failed
 
 
 class IcebergFleetPlanOperator(_FleetStep):
@@ -90,23 +75,10 @@ class IcebergFleetPlanOperator(_FleetStep):
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
-        plans, failures = [], {}
-        run = airflow_run(context)
         interval = (context.get("data_interval_start"), context.get("data_interval_end"))
-        for table in dict.fromkeys(self.tables):
-            try:
-                step = PlanStep.build(table=table, log=self.log, **(self.plan_settings or {}))
-                step = dataclasses.replace(step, data_interval=interval)
-                plans.append(run_step(step, self.lake_table(table), run, self.run_job).result.to_json())
-            except LakePlanRefused as refusal:
-                failures[table] = f"plan refused: {refusal}"
-            except Exception as error:  # one table's failure is reported, the others planned
-                self.log.exception("Could not plan %s.", table)
-                failures[table] = f"{type(error).__name__}: {error}"
-        work = [plan for plan in plans if plan["groups"]]
-        self.log.info("Planned %d tables: %d with file groups to compact (%s), %d failed.", len(plans), len(work),
-                      ", ".join(plan["table"] for plan in work) or "none", len(failures))
-        return self.end(context, plans, failures)
+        planned = plan_fleet(self.tables, self.plan_settings, data_interval=interval, run=airflow_run(context),
+                             reader_of=self.lake_hook.table_reader, run_job=self.run_job, log=self.log)
+        return self.end(context, planned)
 
 
 class IcebergFleetRewriteOperator(_FleetStep):
@@ -139,118 +111,48 @@ class IcebergFleetRewriteOperator(_FleetStep):
         templated). Tables whose plan has no file groups are left alone.
     :param rewrite_settings: the rewrite step's settings for every table (``strategy``,
         ``options``...; docs/operators/rewrite.md#settings; templated).
-    :param ttl_seconds: how long each table's lease lives unless renewed (templated), as
-        :class:`~airflow_lake_provider.operators.lease.IcebergAcquireLeaseOperator` names it.
-    :param holder: who this Airflow deployment is, the first part of the lease holder's name
-        (templated); default: the worker's host name.
     :param release_leases: give each compacted table's lease back when the task ends (default);
         ``False`` hands them on in the results, and then something downstream must release them
         (templated).
+
+    The lease settings ``ttl_seconds`` and ``holder`` (templated) are
+    :class:`~airflow_lake_provider.core.lease.LeaseSettings`' (the acquire operator's):
     """
 
     template_fields: Sequence[str] = (*LakeSparkOperator.template_fields, "work", "rewrite_settings",
-                                      "ttl_seconds", "holder", "release_leases")
+                                      *(s.name for s in FLEET_LEASE_SETTINGS), "release_leases")
     template_fields_renderers = {**LakeSparkOperator.template_fields_renderers, "work": "json",
                                  "rewrite_settings": "json"}
 
+    @takes_settings(FLEET_LEASE_SETTINGS)
     def __init__(self, *, work: Sequence[dict[str, Any]] | str, rewrite_settings: dict[str, Any] | None = None,
-                 ttl_seconds: Seconds = DEFAULT_TTL_SECONDS, holder: str | None = None,
                  release_leases: bool = True, **kwargs: Any) -> None:
         super().__init__(**kwargs)
         self.work = work
         self.rewrite_settings = rewrite_settings
         if isinstance(rewrite_settings, Mapping):  # the plan comes with each table's work
             RewriteStep.check(rewrite_settings, where=f"{self.task_id}: rewrite_settings")
-        self.ttl_seconds = ttl_seconds
-        self.holder = holder
         self.release_leases = release_leases
-        # table, before, after, result
-        self._changed: list[tuple[str, dict[str, Any], dict[str, Any], dict[str, Any]]] = []
+        self._changed: list[TableChange] = []
         self.outlets = [*self.outlets, maintenance_alias()]
-
-    @cached_property
-    def leases(self) -> HeldLeases:
-        return HeldLeases(TableLeaseHook(self.lake_hook), self.log)
-
-    def held_leases(self) -> list[Lease]:
-        return self.leases.held()
-
-    def keep_lease(self, lease: Lease) -> None:
-        self.leases.keep(lease)
 
     def execute(self, context: Context) -> list[dict[str, Any]]:
         self.coerce_rendered_fields()
-        settings = LeaseSettings.checked(self.ttl_seconds, "skip")
-        ti = context["ti"]
-        run = task_run(context)
-        holder = run.lease_holder(self.holder or socket.gethostname())
-        results: dict[str, dict[str, Any]] = {}
-        failures: dict[str, str] = {}
-        busy: dict[str, str] = {}
-        ready: list[tuple[RewriteStep, Prepared]] = []
-        items = cast("Sequence[dict[str, Any]]", self.work)  # a list once coerce_rendered_fields read the rendered text
-        plans = [item.get("plan", item) for item in items]  # {"table", "plan"} items, or plain plans
-        work = [(item.get("table") or plan.get("table"), plan) for item, plan in zip(items, plans, strict=True)]
-        try:
-            for table, plan in work:
-                if not plan.get("groups"):
-                    continue
-                try:
-                    busy_with = self.leases.take(table, holder, settings)
-                    if busy_with is not None:
-                        self.log.info("%s Left for the next run.", busy_with.sentence)
-                        busy[table] = busy_with.sentence
-                        continue
-                    step = RewriteStep.build(table=table, log=self.log, **(self.rewrite_settings or {}))
-                    step = dataclasses.replace(step, plan=plan, require_plan=True)
-                    prepared = step.prepare(self.lake_table(table), run)
-                except Exception as error:  # noqa: BLE001 - refused before Spark; the others go on
-                    failures[table] = f"{type(error).__name__}: {error}"
-                    self.leases.release(table)
-                    continue
-                if prepared.done is not None:
-                    results[table] = self._keep(complete(step, self.lake_table(table), prepared))
-                else:
-                    ready.append((step, prepared))
-            if ready:
-                self._run_batch(ready, results, failures)
-        except BaseException:
-            self.leases.release_all()  # the run stops here: nothing downstream will release them
-            raise
-        ti.xcom_push(key=BUSY_XCOM_KEY, value=busy)
-        if failures or self.release_leases:  # failing below, no expiry or release of this run follows
-            self.leases.release_all()
-        compacted = [{**results[table], "lease": lease.to_json() if (lease := self.leases.of(table)) else None}
-                     for table, _ in work if table in results]
-        return self.end(context, compacted, failures)
-
-    def _run_batch(self, ready: list[tuple[RewriteStep, Prepared]], results: dict[str, dict[str, Any]],
-                   failures: dict[str, str]) -> None:
-        """The tables' rewrite jobs in one ``batch`` application; each outcome finished by its table's step."""
-        # Every prepared step here has its job's args (a prepared step has either args or an outcome).
-        batch = batch_of([prepared.args for _, prepared in ready if prepared.args is not None])
-        self.log.info("Compacting %d tables in one Spark application: %s.", len(ready),
-                      ", ".join(step.dotted for step, _ in ready))
-        outcomes = self.run_job(batch).outcomes
-        for (step, prepared), outcome in zip(ready, outcomes, strict=True):
-            try:
-                if outcome.failed:
-                    raise LakeJobError(f"{outcome.error_class}: {outcome.message}", job=names.REWRITE)
-                ran = complete(step, self.lake_table(step.table), prepared, RewriteResult.from_json(outcome.result))
-                results[step.table] = self._keep(ran)
-            except LakeJobError as error:  # failed in Spark, or file groups left uncommitted
-                failures[step.table] = str(error)
-                self.leases.release(step.table)
-
-    def _keep(self, ran: StepRun) -> dict[str, Any]:
-        """The table's result, its before -> after kept for its asset event."""
-        data = ran.result.to_json()
-        assert ran.after is not None, "a rewrite always has a summary"
-        self._changed.append((data["table"], ran.before, ran.after, data))
-        return data
+        lease = read_settings(LeaseSettings, self, on_busy="skip")
+        work = cast("Sequence[dict[str, Any]]", self.work)  # a list once coerce_rendered_fields read the rendered text
+        fleet = rewrite_fleet(work, self.rewrite_settings, lease=lease, leases=self.leases,
+                              release_leases=self.release_leases, reader_of=self.lake_hook.table_reader,
+                              run=task_run(context), run_job=self.run_job, log=self.log)
+        self._changed = fleet.changed
+        context["ti"].xcom_push(key=BUSY_XCOM_KEY, value=fleet.busy)
+        return self.end(context, fleet)
 
     def post_execute(self, context: Context, result: Any = None) -> None:
         """An asset event for each table the run changed, as the single-table rewrite emits."""
         super().post_execute(context, result)
-        for table, before, after, data in self._changed:
-            announce_table_change(context, self.lake_hook, names.REWRITE, table, before, after, data, self.log)
+        for change in self._changed:
+            announce_table_change(context, self.lake_hook, names.REWRITE, change.table, change.before, change.after,
+                                  change.result, self.log)
+
+
+IcebergFleetRewriteOperator.__doc__ = with_params(IcebergFleetRewriteOperator.__doc__, FLEET_LEASE_SETTINGS)

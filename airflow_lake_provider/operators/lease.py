@@ -8,29 +8,23 @@ makes them its setup and teardown: the release always runs, and never decides th
 
 from __future__ import annotations
 
-import socket
 from collections.abc import Sequence
 from functools import cached_property
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk import BaseOperator, BaseSensorOperator, PokeReturnValue
 from airflow.sdk.exceptions import AirflowSensorTimeout, AirflowSkipException
 
-from airflow_lake_provider.core.coercion import Seconds, coerce_rendered_fields
+from airflow_lake_provider.core.coercion import coerce_rendered_fields
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.lease import (
-    DEFAULT_POKE_INTERVAL_SECONDS,
-    DEFAULT_TTL_SECONDS,
-    DEFAULT_WAIT_TIMEOUT_SECONDS,
-    Action,
-    Lease,
-    LeaseBusy,
-    LeaseSettings,
-    lease_from_xcom,
-)
+from airflow_lake_provider.core.lease import Action, Lease, LeaseBusy, LeaseSettings, lease_from_xcom
+from airflow_lake_provider.core.settings import read_settings, settings_of, takes_settings, with_params
 from airflow_lake_provider.hooks.lake import IcebergLakeHook
 from airflow_lake_provider.hooks.lease import TableLeaseHook
 from airflow_lake_provider.operators.base import task_run
+
+#: The acquire operator's lease settings, each a templated parameter.
+LEASE_SETTINGS = settings_of(LeaseSettings)
 
 
 class IcebergAcquireLeaseOperator(BaseSensorOperator):
@@ -53,50 +47,27 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
 
     :param table: ``namespace.table`` (templated).
     :param lake_conn_id: the ``iceberg_lake`` connection.
-    :param ttl_seconds: how long the lease lives unless renewed (templated). Every step renews it
-        when it starts and every third of the ttl while its Spark job runs. This and the other
-        ``*_seconds`` take a number of seconds or a duration (``"1h"``, ``"PT30M"``, a ``timedelta``).
-    :param on_busy: ``"wait"``, ``"skip"`` or ``"fail"`` (templated).
-    :param wait_timeout_seconds: how long ``"wait"`` waits at most (templated).
-    :param poke_interval_seconds: how often ``"wait"`` asks again (templated).
-    :param holder: who this Airflow deployment is, first part of the holder's name
-        ``holder/dag_id/run_id[/map_index]`` (templated); default: the worker's host name.
     :param dry_run: the run changes nothing, so it takes no lease and waits for nobody (templated);
         its steps report on the table as it is.
+
+    The settings of :class:`~airflow_lake_provider.core.lease.LeaseSettings` (templated):
     """
 
-    template_fields: Sequence[str] = ("table", "lake_conn_id", "ttl_seconds", "on_busy", "wait_timeout_seconds",
-                                      "poke_interval_seconds", "holder", "dry_run")
+    template_fields: Sequence[str] = ("table", "lake_conn_id", *(s.name for s in LEASE_SETTINGS), "dry_run")
     ui_color = "#fff3c4"
 
     if TYPE_CHECKING:
         # The operator's dry_run parameter shadows BaseOperator.dry_run(), which a maintenance step never uses.
         dry_run: bool  # type: ignore[assignment]
 
-    def __init__(
-        self,
-        *,
-        table: str,
-        lake_conn_id: str = IcebergLakeHook.default_conn_name,
-        ttl_seconds: Seconds = DEFAULT_TTL_SECONDS,
-        on_busy: str = "wait",
-        wait_timeout_seconds: Seconds = DEFAULT_WAIT_TIMEOUT_SECONDS,
-        poke_interval_seconds: Seconds = DEFAULT_POKE_INTERVAL_SECONDS,
-        holder: str | None = None,
-        dry_run: bool = False,
-        mode: str = "reschedule",
-        **kwargs: Any,
-    ) -> None:
+    @takes_settings(LEASE_SETTINGS)
+    def __init__(self, *, table: str, lake_conn_id: str = IcebergLakeHook.default_conn_name, dry_run: bool = False,
+                 mode: str = "reschedule", **kwargs: Any) -> None:
         # The sensor's own poke_interval and timeout are set from the rendered values in execute.
         super().__init__(mode=mode, **kwargs)
         self.dry_run = dry_run
         self.table = table
         self.lake_conn_id = lake_conn_id
-        self.ttl_seconds = ttl_seconds
-        self.on_busy = on_busy
-        self.wait_timeout_seconds = wait_timeout_seconds
-        self.poke_interval_seconds = poke_interval_seconds
-        self.holder = holder
         self._busy_sentence = ""
 
     @cached_property
@@ -105,16 +76,16 @@ class IcebergAcquireLeaseOperator(BaseSensorOperator):
 
     def execute(self, context: Any) -> dict[str, Any]:
         coerce_rendered_fields(self)
-        self._settings = LeaseSettings.checked(self.ttl_seconds, self.on_busy, self.wait_timeout_seconds,
-                                               self.poke_interval_seconds)
+        self._settings = read_settings(LeaseSettings, self)
         self._table = TableIdentifier.parse(self.table).dotted
-        self._holder = task_run(context).lease_holder(self.holder or socket.gethostname())
+        self._holder = self._settings.holder_name(task_run(context))
         if self.dry_run:
             self.log.info("A dry run changes nothing, so it takes no maintenance lease on %s.", self._table)
-            return Lease(table=self._table, holder=self._holder, ttl_seconds=self._settings.ttl_seconds,
+            return Lease(table=self._table, holder=self._holder, ttl_seconds=cast("float", self._settings.ttl_seconds),
                          dry_run=True).to_json()
-        self.poke_interval = self._settings.poke_interval_seconds
-        self.timeout = self._settings.wait_timeout_seconds
+        # read as seconds by LeaseSettings
+        self.poke_interval = cast("float", self._settings.poke_interval_seconds)
+        self.timeout = cast("float", self._settings.wait_timeout_seconds)
         try:
             return super().execute(context)
         except AirflowSensorTimeout:
@@ -171,3 +142,6 @@ class IcebergReleaseLeaseOperator(BaseOperator):
         sentence = TableLeaseHook(IcebergLakeHook(self.lake_conn_id)).release(lease)
         self.log.info("%s", sentence)
         return sentence.startswith("Released")
+
+
+IcebergAcquireLeaseOperator.__doc__ = with_params(IcebergAcquireLeaseOperator.__doc__, LEASE_SETTINGS)

@@ -8,6 +8,7 @@ from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.retention_decision import RetentionDecision
+from airflow_lake_provider.exceptions import LakeError
 
 if TYPE_CHECKING:
     from airflow_lake_provider.steps.base import StepLog
@@ -35,3 +36,23 @@ def keep_to_approval(approved: Mapping[str, Any], decision: RetentionDecision, t
         reasons[sid] = "kept: not in the approval given for this run (the next run decides again)"
     return dataclasses.replace(decision, expire_ids=tuple(kept), kept_ids=(*decision.kept_ids, *left),
                                reasons=reasons)
+
+
+class GateClosed(LakeError):
+    """A gated deleting step that no approval reached: it skips itself and removes nothing."""
+
+
+def under_gate(step: Any, *, require_approval: bool) -> Any:
+    """A deleting step (expire, clean) with the approval it runs under (``step.approved``, its gate's
+    result, or none), decided before it reads the table.
+
+    A gated step (``require_approval``, set by the group) whose gate passed nothing (rejected,
+    skipped, or never run) raises :class:`GateClosed`: the trigger rule alone cannot say so, since
+    the step must still run after a skipped rewrite. A dry run removes nothing and needs no approval.
+    """
+    if step.dry_run:
+        return dataclasses.replace(step, approved=None)
+    if step.approved is None and require_approval:
+        raise GateClosed(f"The {step.name} of {step.table} runs only with its approval gate's answer, and none "
+                         "reached it (the gate rejected, skipped or did not run): nothing is removed.")
+    return step

@@ -18,6 +18,7 @@ import dataclasses
 import difflib
 import logging
 from collections.abc import Mapping
+from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from airflow_lake_provider.core.coercion import coerce
@@ -153,6 +154,20 @@ class Step(Generic[A, R]):
             if _known_now(value):
                 klass: type = cls
                 coerce(value, field_hints(klass)[key], what=f"{where}: {key}")
+
+    @classmethod
+    def with_more(cls, values: Mapping[str, Any], more: Mapping[str, Any] | None, *, named: AbstractSet[str],
+                  where: str) -> dict[str, Any]:
+        """The settings ``values`` (``named``: those given by name) with ``more`` settings given as one
+        mapping (an operator's ``settings``) over them: checked, and a setting given both ways refused."""
+        if not more:
+            return dict(values)
+        cls.check(more, where=f"{where}: settings")
+        both = sorted(set(more) & set(named))
+        if both:
+            raise LakeConfigError(f"{where}: {', '.join(both)} given both by name and in settings: "
+                                  "give each setting once.")
+        return {**values, **more}
 
     @classmethod
     def refuse_unknown(cls, key: str, *, where: str, wired_ok: bool = False) -> None:

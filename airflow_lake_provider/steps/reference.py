@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any, Union
 
 from airflow_lake_provider.core.coercion import duration_unit
+from airflow_lake_provider.core.lease import LeaseSettings
 from airflow_lake_provider.core.settings import settings_of
 from airflow_lake_provider.core.spark_settings import SparkSettings
 from airflow_lake_provider.steps.base import Step
@@ -41,8 +42,8 @@ def markdown(text: str) -> str:
 
 
 def settings_table(owner: type) -> str:
-    """The settings of a step (or of the Spark launch): name, default, meaning (those the maintenance
-    group wires marked so)."""
+    """The settings of a step (or of the Spark launch, or the lease): name, default, meaning (those the
+    maintenance group wires marked so)."""
     rows = ["| setting | default | meaning |", "|---|---|---|"]
     for s in settings_of(owner):
         wired = " *Wired by the maintenance group.*" if s.wired else ""
@@ -88,7 +89,7 @@ def block(owner: type) -> str:
 def pages(docs: Path) -> dict[Path, type]:
     """Each page with a settings block, and whose settings it lists."""
     return {**{docs / "operators" / page: step for page, step in PAGES.items()},
-            docs / "spark-jobs.md": SparkSettings}
+            docs / "spark-jobs.md": SparkSettings, docs / "lease.md": LeaseSettings}
 
 
 def write(docs: Path) -> list[Path]:
