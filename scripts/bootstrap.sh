@@ -54,15 +54,26 @@ if [ ! -x "$VENV/bin/python" ] || [ ! -x "$VENV/bin/pip" ] \
   "$PYTHON_BIN" -m venv "$VENV"
 fi
 
+# uv installs the packages: from its cache (~/.cache/uv) a new venv takes seconds where pip copies
+# and compiles ~1.5 GB again (a fresh clone, the other track). uv itself lives in a venv of its own
+# in the provider's cache, installed once by pip at the version pinned here.
+UV_VERSION=0.13.8
+uv_home=${LAKE_TOOLS:-$HOME/.cache/airflow-lake-provider/tools}/uv-$UV_VERSION
+if [ ! -x "$uv_home/bin/uv" ]; then
+  echo "bootstrap: installing uv $UV_VERSION into $uv_home"
+  rm -rf "$uv_home"
+  "$PYTHON_BIN" -m venv "$uv_home" && "$uv_home/bin/pip" install -q "uv==$UV_VERSION"
+fi
+UV="$uv_home/bin/uv"
+
 # Reinstall only when the dependency files changed since the last install.
 stamp_value=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -c1-16)
 stamp_file="$VENV/.lake-installed"
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
-  echo "bootstrap: installing Python packages (Spark track $LAKE_SPARK) into $VENV (pyspark builds from source: about a minute)"
+  echo "bootstrap: installing Python packages (Spark track $LAKE_SPARK) into $VENV (the first time pyspark builds from source: about a minute)"
   log=$(mktemp)
-  if ! { "$VENV/bin/pip" install --upgrade pip \
-         && "$VENV/bin/pip" install -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,sigv4,openlineage]" \
-         && "$VENV/bin/pip" check \
+  if ! { "$UV" pip install --python "$VENV/bin/python" -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,sigv4,openlineage]" \
+         && "$UV" pip check --python "$VENV/bin/python" \
          && "$VENV/bin/python" -c "import pyspark.sql, sys; sys.exit(not pyspark.__version__.startswith('$LAKE_SPARK'))"; \
        } >"$log" 2>&1; then
     tail -40 "$log" >&2
