@@ -77,7 +77,7 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
          && "$VENV/bin/python" -c "import pyspark.sql, sys; sys.exit(not pyspark.__version__.startswith('$LAKE_SPARK'))"; \
        } >"$log" 2>&1; then
     tail -40 "$log" >&2
-    echo "bootstrap: pip install failed (full log: $log)" >&2
+    echo "bootstrap: installing the packages failed (uv pip install; full log: $log)" >&2
     exit 1
   fi
   rm -f "$log"
