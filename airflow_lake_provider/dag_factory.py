@@ -21,6 +21,7 @@ from airflow_lake_provider.core.retention_settings import (
     ORPHAN_FLOOR_HOURS,
     CleanPolicy,
 )
+from airflow_lake_provider.core.run_conf import unknown_conf_keys
 from airflow_lake_provider.core.scoping import before_first_day
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.steps.base import Step
@@ -215,21 +216,25 @@ def maintenance_chain(
     )
 
 
-def first_day_check(first_day: dt.datetime, *, setting: str):
-    """A task (``check_interval``) failing a run dated before ``first_day`` with a sentence.
+def run_check(*, first_day: dt.datetime | None, setting: str):
+    """The first task (``check_run``): it fails a run, before the lease or any step, whose conf holds
+    a key that is no param of the DAG (:func:`~airflow_lake_provider.core.run_conf.unknown_conf_keys`),
+    or, with ``first_day``, whose data interval starts before it.
 
-    Airflow runs it for every run (scheduled, backfill, manual for a logical date), without a JVM;
-    without it a backfill before the first day would need Airflow to refuse it, which it does not.
+    Airflow runs it for every run (scheduled, backfill, manual), without a JVM; without it Airflow
+    would ignore an unknown key and run a backfill before the first day.
     """
 
-    @task(task_id="check_interval")
-    def check_interval(**context: Any) -> None:
-        refusal = before_first_day(context.get("data_interval_start"), first_day, dag_id=context["dag"].dag_id,
-                                   setting=setting)
+    @task(task_id="check_run")
+    def check_run(**context: Any) -> None:
+        dag_id = context["dag"].dag_id
+        refusal = unknown_conf_keys(context["dag_run"].conf, context["dag"].params, dag_id=dag_id)
+        if refusal is None and first_day is not None:
+            refusal = before_first_day(context.get("data_interval_start"), first_day, dag_id=dag_id, setting=setting)
         if refusal:
             raise LakeConfigError(refusal)
 
-    return check_interval()
+    return check_run()
 
 
 def build_maintenance_dag(
@@ -245,8 +250,9 @@ def build_maintenance_dag(
 ) -> DAG:
     """The four steps as separate tasks, snapshot IDs flowing through XCom.
 
-    ``first_day`` (named ``first_day_setting`` in the refusal, e.g. an environment variable):
-    runs whose data interval starts earlier fail in a first ``check_interval`` task.
+    A first ``check_run`` task refuses a run whose conf holds a key that is no param and, with
+    ``first_day`` (named ``first_day_setting`` in the refusal, e.g. an environment variable), a run
+    whose data interval starts earlier.
     """
     with DAG(
         dag_id=dag_id,
@@ -260,6 +266,5 @@ def build_maintenance_dag(
         **dag_kwargs,
     ) as dag:
         maintenance = maintenance_chain(lake_conn_id=lake_conn_id, spark_conn_id=spark_conn_id)
-        if first_day is not None:
-            first_day_check(first_day, setting=first_day_setting) >> maintenance
+        run_check(first_day=first_day, setting=first_day_setting) >> maintenance
     return dag

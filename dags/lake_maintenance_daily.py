@@ -7,7 +7,7 @@ interval (the table's day/hour/month transform, or identity on a date column), s
 Paused when first deployed; the default table comes from ``$LAKE_DAILY_TABLE``. The first day
 it maintains is ``$LAKE_DAILY_START_DATE`` (``YYYY-MM-DD``, default 2026-01-01): a run for an
 earlier day (a backfill, or a manual run for that date) fails in its first task,
-``check_interval``, with a sentence naming the setting, instead of reporting success having
+``check_run``, with a sentence naming the setting, instead of reporting success having
 done nothing. An environment variable, not an Airflow Variable: it is read every time the file
 is parsed, and a Variable read at parse time costs a metadata-database query per parse.
 """

@@ -185,6 +185,25 @@ def test_dag_on_a_healthy_table_skips_the_rewrite(airflow_db, lake_hook, namespa
     assert run.get_task_instance("plan").xcom_pull(task_ids="plan")["groups"] == []
     assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot_before
 
+    # A stale conf key (the name before older_than) fails the run in its first task, before the lease or any step.
+    stale = dag.test(run_conf={"table": name, "expire_older_than_hours": 1})
+    assert stale.state == "failed" and stale.get_task_instance("check_run").state == "failed"
+    assert {stale.get_task_instance(task).state for task in ("acquire_lease", "plan", "expire")} == {"upstream_failed"}
+    assert lake_hook.load_table(name).current_snapshot().snapshot_id == snapshot_before
+
+
+def test_an_unknown_conf_key_is_named_with_the_closest_param(bad_input):
+    from airflow_lake_provider.core.run_conf import unknown_conf_keys
+
+    params = ("table", "older_than", "retain_last", "dry_run")
+    assert unknown_conf_keys({"table": "db.t", "dry_run": True}, params, dag_id="lake_maintenance") is None
+    assert unknown_conf_keys(None, params, dag_id="lake_maintenance") is None
+    refusal = unknown_conf_keys({"table": "db.t", "retain_lats": 2, "zzz": 1}, params, dag_id="lake_maintenance")
+    assert refusal.startswith("The run's conf has 'retain_lats' (did you mean 'retain_last'?), 'zzz', which "
+                              "lake_maintenance does not know")
+    assert "Its keys are the params: dry_run, older_than, retain_last, table." in refusal
+    bad_input("lake_maintenance conf (first task check_run)", "{'retain_lats': 2, 'zzz': 1}", refusal)
+
 
 def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db, lake_hook, namespace, monkeypatch):
     # A Spark connection that names its history server: the Spark task links to its application.

@@ -164,8 +164,12 @@ def test_a_filter_that_cuts_through_partitions_is_reported_not_guessed(spark, la
 def test_engine_is_validated_before_any_jvm(lake_hook, namespace):
     name = f"{namespace}.t"
     create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
-    op = IcebergRewritePlanOperator(task_id="plan", table=name, engine="duckdb")
-    with pytest.raises(LakeConfigError, match="engine must be one of"):
+    with pytest.raises(LakeConfigError, match="engine must be one of"):  # at the DAG's parse
+        IcebergRewritePlanOperator(task_id="plan", table=name, engine="duckdb")
+    op = IcebergRewritePlanOperator(task_id="plan", table=name, engine="{{ params.engine }}",
+                                    params={"engine": "duckdb"})
+    op.engine = "duckdb"  # as the template renders it
+    with pytest.raises(LakeConfigError, match="engine must be one of"):  # a rendered value, when the task runs
         op.execute({"ti": FakeTaskInstance(task_id="plan")})
 
 

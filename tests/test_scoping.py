@@ -141,6 +141,6 @@ def test_a_run_before_the_first_day_fails_with_a_sentence_instead_of_doing_nothi
     run = dag.test(logical_date=at(2025, 6, 1), run_conf={"table": "nowhere.nothing"})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
     assert run.state == "failed"
-    assert states["check_interval"] == "failed"
+    assert states["check_run"] == "failed"
     assert {states[t] for t in ("acquire_lease", "plan", "rewrite", "expire", "clean")} == {"upstream_failed"}
     assert "before 2025-07-01, the first day lake_maintenance_daily maintains (LAKE_DAILY_START_DATE)" in capfd.readouterr().out

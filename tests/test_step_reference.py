@@ -94,8 +94,31 @@ def test_the_group_hands_each_step_its_own_settings_and_refuses_a_typo_at_parse(
             ({"plan": {"min_input_files": "many"}}, "min_input_files must be a whole number"),
             ({"rewrite": {"plan": {}}}, "wired by the maintenance group"),
             ({"expire": {"dry_run": True}}, "dry_run is set by the group"),
+            ({"clean": {"policy": "KEEP_LAST_COMMITS"}},
+             "policy must be one of KEEP_LATEST_COMMITS, .*; got 'KEEP_LAST_COMMITS' .did you mean 'KEEP_LATEST_COMMITS'"),
+            ({"plan": {"engine": "spak"}}, "engine must be one of auto, pyiceberg, spark; got 'spak'"),
         ):
             with pytest.raises(LakeConfigError, match=message) as raised:
                 lake_maintenance_group(table="shop.returns", **given)
             step, settings = next(iter(given.items()))
             bad_input(f"lake_maintenance_group({step}=...)", settings, raised.value)
+
+
+def test_a_closed_setting_is_checked_at_parse_on_the_operator_and_marked_by_the_form(bad_input):
+    """Values from a fixed list (policy, engine, scope, strategy, rewriter): an operator's literal is
+    refused when the DAG is parsed, a template passes to run time, and the form offers the list."""
+    from airflow.sdk import DAG
+
+    from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
+    from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
+    from airflow_lake_provider.steps.plan import PlanStep
+
+    with DAG("closed_settings", schedule=None):
+        with pytest.raises(LakeConfigError, match="strategy must be one of binpack, sort, zorder; got 'z-order'") as raised:
+            IcebergRewriteDataFilesOperator(task_id="rewrite", table="shop.orders", strategy="z-order")
+        bad_input("IcebergRewriteDataFilesOperator(strategy=...)", "z-order", raised.value)
+        clean = IcebergCleanPolicyOperator(task_id="clean", table="shop.orders", policy="{{ params.policy }}")
+        assert clean.policy == "{{ params.policy }}"
+    assert CleanStep(table="shop.orders", policy="keep_latest_by_hours").policy == "KEEP_LATEST_BY_HOURS"
+    engine = reference.form_schema(PlanStep)["properties"]["engine"]
+    assert engine["enum"] == ["auto", "pyiceberg", "spark"]

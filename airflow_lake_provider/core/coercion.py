@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import ast
 import dataclasses
+import difflib
 import json
 import re
 import types
@@ -40,6 +41,34 @@ class DurationUnit:
 
     name: str
     seconds: float
+
+
+@dataclasses.dataclass(frozen=True)
+class OneOf:
+    """The values a text setting may take (``Annotated[str, OneOf(...)]``): anything else is refused
+    wherever the setting is read, a DAG's parse included, naming the values and the closest one.
+
+    ``upper``: the value is read in any case and kept upper case (the clean policies' names).
+    """
+
+    values: tuple[str, ...]
+    upper: bool = False
+
+    def read(self, value: Any, what: str) -> str:
+        text = str(value).strip()
+        text = text.upper() if self.upper else text
+        if text not in self.values:
+            close = difflib.get_close_matches(text, self.values, n=1)
+            hint = f" (did you mean {close[0]!r}?)" if close else ""
+            raise LakeConfigError(f"{what} must be one of {', '.join(self.values)}; got {value!r}{hint}.")
+        return text
+
+
+def one_of(annotation: Any) -> OneOf | None:
+    """The allowed values of a text setting's annotation, ``None`` when any text goes."""
+    if typing.get_origin(annotation) is Annotated:
+        return next((m for m in annotation.__metadata__ if isinstance(m, OneOf)), None)
+    return None
 
 
 Seconds = Annotated[Union[float, timedelta, str], DurationUnit("seconds", 1.0)]  # noqa: UP007 - an alias used at runtime
@@ -359,6 +388,8 @@ def coerce(value: Any, annotation: Any, *, what: str) -> Any:
     origin = typing.get_origin(target) or target
     if (unit := duration_unit(target)) is not None:
         return in_unit(value, unit, what)
+    if (choices := one_of(target)) is not None:
+        return choices.read(value, what)
     if target is timedelta:
         return duration(value, what)
     if target is bool:

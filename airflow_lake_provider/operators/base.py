@@ -282,8 +282,10 @@ def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]
     @functools.wraps(init)
     def __init__(self: LakeMaintenanceOperator, **kwargs: Any) -> None:
         init(self, **kwargs)
-        self._named_settings = frozenset(s.name for s in settings if s.name in kwargs)
-        if isinstance(self.settings, Mapping):  # a mapping given as it is: checked now, at the DAG's parse
+        named = {s.name: kwargs[s.name] for s in settings if s.name in kwargs}
+        self._named_settings = frozenset(named)
+        step_class.check(named, where=self.task_id, wired_ok=True)  # values given as they are: checked at parse
+        if isinstance(self.settings, Mapping):
             step_class.check(self.settings, where=f"{self.task_id}: settings")
 
     __init__.__qualname__ = f"{cls.__qualname__}.__init__"

@@ -5,8 +5,6 @@ from __future__ import annotations
 from airflow_lake_provider.operators.approval import GatedOperator
 from airflow_lake_provider.steps.clean import CleanStep
 
-__all__ = ["IcebergCleanPolicyOperator"]
-
 
 class IcebergCleanPolicyOperator(GatedOperator):
     """Expire and clean stay two tasks; ``expire_result`` (``expire.output``) lets this one state what

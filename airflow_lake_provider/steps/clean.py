@@ -4,12 +4,12 @@ from __future__ import annotations
 
 import dataclasses
 import time
-from typing import Any, ClassVar, cast
+from typing import Annotated, Any, ClassVar, cast
 
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.approval import Approval
 from airflow_lake_provider.core.clean_policy import resolve_clean_policy
-from airflow_lake_provider.core.coercion import Days, Hours, SnapshotIds
+from airflow_lake_provider.core.coercion import Days, Hours, OneOf, SnapshotIds
 from airflow_lake_provider.core.contracts import (
     DEFAULT_QUARANTINE_DAYS,
     AirflowRun,
@@ -76,8 +76,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
 
     name: ClassVar[str] = names.CLEAN
 
-    policy: str = setting(DEFAULT_CLEAN_POLICY.value, doc=(
-        f"One of {', '.join(f'``{p.value}``' for p in CleanPolicy)}."))
+    policy: Annotated[str, OneOf(tuple(p.value for p in CleanPolicy), upper=True)] = setting(
+        DEFAULT_CLEAN_POLICY.value, doc=f"One of {', '.join(f'``{p.value}``' for p in CleanPolicy)} (any case).")
     retained: int = setting(DEFAULT_CLEAN_RETAINED, doc="n (commits, versions) or h (hours) for the policy.")
     override_table_retention: bool = setting(False, doc=(
         "Let the policy go under the table's own retention for main."))

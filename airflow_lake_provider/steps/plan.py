@@ -3,9 +3,10 @@
 from __future__ import annotations
 
 import dataclasses
-from typing import TYPE_CHECKING, Any, ClassVar
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar
 
 from airflow_lake_provider.core import step_names as names
+from airflow_lake_provider.core.coercion import OneOf
 from airflow_lake_provider.core.contracts import (
     AirflowRun,
     PartitionPredicates,
@@ -32,6 +33,8 @@ if TYPE_CHECKING:
 
 SCOPES = ("auto", "interval", "table")
 ENGINES = ("auto", "pyiceberg", "spark")
+Scope = Annotated[str, OneOf(SCOPES)]
+Engine = Annotated[str, OneOf(ENGINES)]
 #: ``engine="auto"`` plans in Spark from this many live data files (snapshot summary) on. Basis:
 #: docs/benchmarks.md, 2 cores: PyIceberg needs about 0.065-0.08 s and 3.3 MB per 1,000 files
 #: (6.5-8 s and ~340 MB of planning at 100k; 19.5-21.7 s and ~1 GB at 300k), a Spark plan a
@@ -104,12 +107,12 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
     include_file_paths: bool = setting(False, doc=(
         "Put every planned file's path in the result (off by default: the rewrite needs only the partitions, "
         "and XCom is no place for a million paths)."))
-    scope: str = setting("auto", doc=(
+    scope: Scope = setting("auto", doc=(
         "``auto``: a run with a data interval (scheduled, backfill, or manual for a logical date on a scheduled "
         "DAG) plans only the partitions of that interval (the table's time partition: hour/day/month/year "
         "transform, or identity on a date column); a run without one plans the whole table. ``interval``: "
         "always the interval (a run without one fails). ``table``: never scope."))
-    engine: str = setting("auto", doc=(
+    engine: Engine = setting("auto", doc=(
         "``pyiceberg`` plans in the Airflow worker (no JVM: fast for small and medium tables, but every file of "
         "the snapshot passes through the worker's memory); ``spark`` submits the ``plan`` job, which plans "
         "partitions on the executors (a JVM start, worker memory stays flat); ``auto`` takes Spark from "

@@ -14,7 +14,7 @@ from collections.abc import Iterable
 from pathlib import Path
 from typing import Any, Union
 
-from airflow_lake_provider.core.coercion import duration_unit
+from airflow_lake_provider.core.coercion import duration_unit, one_of
 from airflow_lake_provider.core.lease import LeaseSettings
 from airflow_lake_provider.core.settings import settings_of
 from airflow_lake_provider.core.spark_settings import SparkSettings
@@ -63,6 +63,8 @@ def json_schema(annotation: Any) -> dict[str, Any]:
         return {**kinds[0], "type": [kinds[0]["type"], "null"] if nullable else kinds[0]["type"]}
     if duration_unit(annotation) is not None:
         return {"type": ["number", "string"]}  # a number in the unit, or a duration with its own ('36h')
+    if (choices := one_of(annotation)) is not None:
+        return {"type": "string", "enum": list(choices.values)}
     simple = {bool: "boolean", int: "integer", float: "number", str: "string"}
     if annotation in simple:
         return {"type": simple[annotation]}

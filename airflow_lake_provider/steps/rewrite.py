@@ -4,13 +4,14 @@ from __future__ import annotations
 
 import dataclasses
 import json
-from typing import TYPE_CHECKING, Any, ClassVar, cast
+from typing import TYPE_CHECKING, Annotated, Any, ClassVar, cast
 
 from airflow_lake_provider.core import step_names as names
-from airflow_lake_provider.core.arrow_rewrite import arrow_ineligibility, arrow_refusal
-from airflow_lake_provider.core.coercion import Seconds, whole_number
+from airflow_lake_provider.core.arrow_rewrite import REWRITERS, arrow_ineligibility, arrow_refusal
+from airflow_lake_provider.core.coercion import OneOf, Seconds, whole_number
 from airflow_lake_provider.core.contracts import (
     DEFAULT_COMMIT_RETRY,
+    STRATEGIES,
     AirflowRun,
     PlannedPartition,
     PlanResult,
@@ -65,7 +66,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         "The planning task's result (typically ``plan_task.output``). Without one, the whole table is "
         "rewritten with the table's sizes and ``options``. With one, the rewrite runs with the plan's options, "
         "and sizes given in ``options`` replace only themselves."))
-    strategy: str = setting(_job("strategy"), doc=(
+    strategy: Annotated[str, OneOf(STRATEGIES)] = setting(_job("strategy"), doc=(
         "``binpack``, ``sort`` (by ``sort_order``, default the table's) or ``zorder`` (by ``zorder_columns``)."))
     sort_order: str | None = setting(_job("sort_order"), doc=(
         "With ``strategy='sort'``: e.g. ``event_ts DESC NULLS LAST, customer_id``; ``None``: the table's sort order."))
@@ -99,7 +100,7 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         "at 30 s)."))
     require_plan: bool = setting(False, wired=True, doc=(
         "Fail when no plan arrives instead of rewriting the whole table (the maintenance group sets it)."))
-    rewriter: str = setting(_job("rewriter"), doc=(
+    rewriter: Annotated[str, OneOf(REWRITERS)] = setting(_job("rewriter"), doc=(
         "Who reads and writes the Parquet of a bin-pack rewrite. ``auto``: Arrow, with Iceberg's planner and "
         "Iceberg's validated commit, where the result is provably the same (no delete files, format v1/v2, one "
         "partition spec, no sort order, flat columns, local storage); Iceberg's Spark action for every other "
