@@ -482,3 +482,21 @@ def test_history_from_unpartitioned_table(catalog) -> None:
     table.append(_rows("y"))
     h = history_from_table(catalog.load_table("db.flat"), with_changed_partitions=True)
     assert [s.changed_partitions for s in h.snapshots] == [frozenset({""}), frozenset({""})]
+
+
+def test_the_log_counts_snapshots_by_rule_and_names_the_first_few():
+    """10,000 snapshots must not be 10,000 log lines: one line per rule, its count and first IDs."""
+    reasons = {i: "removed: older than max-snapshot-age-ms=432000000 (5d, Iceberg's default)" for i in range(1, 9998)}
+    reasons.update({9998: "kept: branch main, within min-snapshots-to-keep=1", 9999: "kept: head of tag release",
+                    10000: "kept: current snapshot"})
+    decision = RetentionDecision(expire_ids=tuple(range(1, 9998)), kept_ids=(9998, 9999, 10000), reasons=reasons,
+                                 removed_refs={"audit": "tag audit removed: max-ref-age-ms=1 exceeded"})
+    assert decision.explain().splitlines() == [
+        "  9997 snapshots removed: older than max-snapshot-age-ms=432000000 (5d, Iceberg's default) (1, 2, 3 and "
+        "9994 more)",
+        "  1 snapshot kept: branch main, within min-snapshots-to-keep=1 (9998)",
+        "  1 snapshot kept: head of tag release (9999)",
+        "  1 snapshot kept: current snapshot (10000)",
+        "  tag audit removed: max-ref-age-ms=1 exceeded",
+    ]
+    assert len(decision.to_dict()["removed"]) == 9997  # every snapshot's own reason stays in the result

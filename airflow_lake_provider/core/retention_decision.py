@@ -41,9 +41,21 @@ class RetentionDecision:
     reasons: dict[int, str] = field(default_factory=dict)
     removed_refs: dict[str, str] = field(default_factory=dict)
 
-    def explain(self) -> str:
-        """The decision for the task log: one line per snapshot (oldest first) and per removed ref."""
-        lines = [f"  snapshot {sid}: {why}" for sid, why in self.reasons.items()]  # in commit order
+    def explain(self, *, ids_shown: int = 3) -> str:
+        """The decision for the task log: the snapshots counted by the rule that kept or removed them
+        (in commit order, the first ``ids_shown`` IDs of each), then each removed ref.
+
+        A line per snapshot would drown the result on a table with thousands of them; each
+        snapshot's own reason is in the step's result (:meth:`to_dict`: ``kept`` and ``removed``).
+        """
+        by_reason: dict[str, list[int]] = {}
+        for sid, why in self.reasons.items():  # in commit order
+            by_reason.setdefault(why, []).append(sid)
+        lines = []
+        for why, ids in by_reason.items():
+            shown = ", ".join(str(i) for i in ids[:ids_shown])
+            more = f" and {len(ids) - ids_shown} more" if len(ids) > ids_shown else ""
+            lines.append(f"  {len(ids)} {'snapshot' if len(ids) == 1 else 'snapshots'} {why} ({shown}{more})")
         return "\n".join([*lines, *(f"  {why}" for why in self.removed_refs.values())])
 
     def to_dict(self) -> dict[str, Any]:

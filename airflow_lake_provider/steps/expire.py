@@ -83,9 +83,9 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         report = _Report(decision, settings, current_id)
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
-            self.log.info("%s %d snapshots of %s: %s; refs: %s",
+            self.log.info("%s %d snapshots of %s (the IDs in the result's would_expire_snapshot_ids); refs: %s",
                           "Would expire" if self.dry_run else "Nothing to expire;",
-                          len(decision.expire_ids), name, list(decision.expire_ids), removed_refs)
+                          len(decision.expire_ids), name, removed_refs)
             outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,
                                     snapshot_id_after=current_id)
             return Prepared(before, done=Outcome(
