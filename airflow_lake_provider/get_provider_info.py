@@ -53,7 +53,9 @@ CONNECTION_FIELDS: dict[str, Any] = {
     "spark_properties": _string_field("Spark-only catalog properties (JSON)",
                                       "Extra catalog properties for Spark only."),
     "pyiceberg_properties": _string_field("PyIceberg-only properties (JSON)", "Extra properties for PyIceberg only."),
-    "spark_conf": _string_field("Spark configuration (JSON)", "Raw Spark settings for the jobs, e.g. spark.sql.shuffle.partitions (S3 endpoints and keys: the Extra's s3.* keys, given once)."),
+    "spark_conf": _string_field("Spark configuration (JSON)", (
+        "Raw Spark settings for the jobs, e.g. spark.sql.shuffle.partitions (S3 endpoints and keys: the "
+        "Extra's s3.* keys, given once).")),
     "spark_jars": _string_field("Extra jars", "Comma-separated jar paths added to every job (e.g. cloud bundles)."),
     "spark_packages": _string_field(
         "Maven packages", "Comma-separated coordinates for --packages, where Maven Central is reachable."
