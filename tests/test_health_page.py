@@ -88,6 +88,7 @@ def test_the_page_shows_a_compacted_table_with_its_run_in_the_airflow_ui(airflow
     text = card.inner_text()
     assert "Before the last maintenance (6 data files)" in text and "After the last maintenance (1 data files)" in text
     assert "rewrite: 6 -> 1 data files" in text
+    assert "the embedded lake (no connection lake_default)" in text  # the stack defines no lake connection
     score = int(card.locator(".score").get_attribute("data-score"))
     assert score == lake_report_score(lake_hook, name)
     assert card.locator("svg").count() == 3

@@ -99,6 +99,8 @@ class TableReport:
 
     table: str
     lake_conn_id: str
+    #: Where the table lives, as the page says it: the connection, or the embedded lake standing in for it.
+    lake: str = ""
     score: int | None = None
     reasons: list[str] = field(default_factory=list)
     data_files: int = 0

@@ -210,10 +210,15 @@ class IcebergLakeHook(BaseHook):
             check_readable(loaded.io, loaded.metadata_location)
         return loaded
 
+    @property
+    def uses_embedded_lake(self) -> bool:
+        """The connection does not exist and the embedded lake stands in for it (``lake_default`` only)."""
+        return self._connection_and_extra[0] is None
+
     def _embedded_fallback_note(self) -> str:
         """When the connection was not found and the embedded lake stood in for it: a sentence saying
         so (the log's info line is easy to miss), and how to define the connection."""
-        if self._connection_and_extra[0] is not None:
+        if not self.uses_embedded_lake:
             return ""
         return (
             f" No connection {self.lake_conn_id!r} was found, so the embedded lake ($LAKE_HOME) was used instead: "

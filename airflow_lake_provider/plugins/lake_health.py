@@ -98,10 +98,16 @@ def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, A
 def _report(table: str, conn: str, results: list[dict[str, Any]]) -> TableReport:
     from airflow_lake_provider.hooks.lake import IcebergLakeHook
 
+    hook = IcebergLakeHook(conn)
     try:
-        report = table_report(IcebergLakeHook(conn).load_table(table), table_name=table, lake_conn_id=conn)
+        report = table_report(hook.load_table(table), table_name=table, lake_conn_id=conn)
     except Exception as error:  # noqa: BLE001 - the page shows why, and goes on
         report = TableReport(table=table, lake_conn_id=conn, error=f"{type(error).__name__}: {error}")
+    try:
+        embedded = hook.uses_embedded_lake
+    except Exception:  # noqa: BLE001 - a connection that cannot be read: its error is on the card already
+        embedded = False
+    report.lake = f"the embedded lake (no connection {conn})" if embedded else f"connection {conn}"
     report.runs = run_rows(results)
     return report
 
@@ -182,7 +188,7 @@ def _card(report: TableReport) -> str:
             f'<div><div class="name">{name}</div><div class="state">{report.state}</div></div></div>'
             f'<div class="figs"><span>{report.data_files} data files</span><span>{report.small_files} small</span>'
             f'<span>{report.delete_files} delete files</span><span>{report.snapshots} snapshots</span>'
-            f'<span>connection {html.escape(report.lake_conn_id)}</span></div>'
+            f'<span>{html.escape(report.lake or "connection " + report.lake_conn_id)}</span></div>'
             f'<ul class="reasons">{reasons}</ul><div class="charts">{charts}</div>{runs_table}</div>')
 
 
