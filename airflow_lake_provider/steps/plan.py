@@ -152,8 +152,6 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
         logical date, or any run of a DAG without a schedule, whose interval is empty) plans the
         whole table. The run type plays no part: a manual run of a day is that day.
         """
-        if self.scope not in SCOPES:
-            raise LakeConfigError(f"scope must be one of {', '.join(SCOPES)}; got {self.scope!r}.")
         if self.scope == "table":
             return None
         start, end = self.data_interval or (None, None)
@@ -169,8 +167,6 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
 
     def resolve_engine(self, table: Table) -> str:
         """The engine for this run (``auto`` decided from the current snapshot's metadata)."""
-        if self.engine not in ENGINES:  # checked before anything is read
-            return choose_engine(self.engine, data_files=0, manifests=0)
         snapshot = table.current_snapshot()
         if snapshot is None:
             return "pyiceberg"  # nothing to read: no reason to start a JVM
