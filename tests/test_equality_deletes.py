@@ -147,7 +147,7 @@ def test_a_refused_plan_fails_the_run_touches_nothing_and_gives_the_lease_back(a
     run = load_dag("lake_maintenance.py", "lake_maintenance").test(
         run_conf={"table": name, "partition_filter": "event_id < 25", **DAG_CONF})
     states = {ti.task_id: ti.state for ti in run.get_task_instances()}
-    assert states == {"acquire_lease": "success", "plan": "failed", "rewrite": "upstream_failed",
+    assert states == {"check_run": "success", "acquire_lease": "success", "plan": "failed", "rewrite": "upstream_failed",
                       "expire": "upstream_failed", "clean": "upstream_failed", "release_lease": "success"}
     assert run.state == "failed"
     refusal = run.get_task_instance("plan").xcom_pull(task_ids="plan", key="refused")

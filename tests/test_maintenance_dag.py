@@ -52,7 +52,7 @@ def test_the_group_wires_each_step_to_its_own_groups_tasks():
     assert len(dag.task_ids) == 12  # each group: acquire_lease, the four steps, release_lease
     dag.validate()  # what the DAG processor checks (a setup is followed only by all_success tasks)
     shipped = load_dag("lake_maintenance.py", "lake_maintenance")
-    assert set(shipped.task_ids) == {"acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"}
+    assert set(shipped.task_ids) == {"check_run", "acquire_lease", "plan", "rewrite", "expire", "clean", "release_lease"}
 
 
 PROTECTED = "protected (pending work of an upstream task)"
