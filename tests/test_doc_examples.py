@@ -23,8 +23,8 @@ The convention for doc writers:
   its entry in ``RUNS``. The tests say so when one is missing.
 
 Cost: most runs point at tables that need no work, so the Spark steps have nothing to do and
-start no JVM; the clean step always starts one (the orphan scan), as does the restore; the rewrite
-page compacts a real table. Eight spark-submits in all, about two minutes on 2 cores.
+start no JVM; the clean step starts one only when a file under the table is older than its orphan
+floor (none of these new tables), the restore always does; the rewrite page compacts a real table.
 
 A failing block's traceback names the page and line (``docs/operators/clean.md:42``); a run's file
 (``<dags folder>/doc_examples/<page>.py``) keeps the page's line numbers too.

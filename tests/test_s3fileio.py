@@ -110,10 +110,8 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     and had no S3 key and no ``fs.s3a`` setting in its spec file, its command line or its environment.
     The one secret the Spark face holds is the REST catalog's OAuth2 client credential.
 
-    The clean step does not work on S3FileIO yet (its orphan listing and quarantine use Hadoop's
-    FileSystem: ``No FileSystem for scheme "s3"``): the test ends as an expected failure there, naming
-    it, after everything up to expire is proven; once clean goes through the table's FileIO, the same
-    run must succeed with no orphan found and nothing beside the table touched.
+    The DAG's clean needs no job on this new table (the worker lists it on S3 with the vended
+    credentials); a clean with a one-second floor then lists orphans through the table's FileIO.
     """
     from pyiceberg.catalog import load_catalog
     from pyiceberg.catalog.rest import Endpoints
@@ -123,6 +121,7 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
     from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE, cached_jars
+    from airflow_lake_provider.operators.clean import IcebergCleanPolicyOperator
 
     server = vending_seaweedfs
     cached_jars([ICEBERG_AWS_BUNDLE])  # bootstrap caches it: resolving it per job would cost every job
@@ -237,6 +236,15 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     assert_compacted_on_s3(table, xcom, snapshot_before, fs, location)
     assert all(_exists(fs, key) for key in sentinels)
 
+    # The DAG's clean needed no job (no file of this new table is older than its floor; the worker listed
+    # the table on S3 with the vended credentials). The job lists orphans through the table's FileIO
+    # (usePrefixListing) when a floor of a second makes it look.
+    assert run.get_task_instance("clean").xcom_pull(task_ids="clean")["orphan_file_count"] == 0
+    assert "clean" not in [item["job"] for item in submitted]
+    listed = IcebergCleanPolicyOperator(task_id="clean", table=name, orphan_older_than_hours=1 / 3600,
+                                        force_orphan_floor=True).execute({})
+    assert listed["orphan_file_count"] == 0 and submitted[-1]["job"] == "clean"
+
     # Every job the Spark face ran: S3FileIO with the AWS bundle, vended credentials asked for, no S3 key.
     jobs = [item["job"] for item in submitted]
     assert jobs[0] == "sql" and "rewrite" in jobs and len(jobs) >= 5, jobs
@@ -260,8 +268,6 @@ def test_maintenance_dag_with_s3fileio_and_vended_credentials(vending_seaweedfs,
     assert all(item["spec"]["session_conf"][f"{prefix}.header.X-Iceberg-Access-Delegation"] == "vended-credentials"
                for item in submitted[1:])
 
-    # The clean step lists orphans through the table's FileIO (usePrefixListing), and the purge of the
-    # quarantine beside the table, which Hadoop cannot reach here, has nothing to purge.
+    # The purge of the quarantine beside the table, which Hadoop cannot reach here, had nothing to purge.
     assert run.state == "success", (states, failures)
-    assert run.get_task_instance("clean").xcom_pull(task_ids="clean")["orphan_file_count"] == 0
     assert all(_exists(fs, key) for key in sentinels)

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import dataclasses
+import datetime
 import time
 from typing import Annotated, Any, ClassVar, cast
 
@@ -19,6 +20,7 @@ from airflow_lake_provider.core.contracts import (
     ExpireResult,
 )
 from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
+from airflow_lake_provider.core.orphan_precheck import find_file_older_than, quarantine_purge_due
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
 from airflow_lake_provider.core.retention_decision import RetentionDecision
 from airflow_lake_provider.core.retention_settings import (
@@ -147,12 +149,15 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
                            quarantine_days)
         removed_refs = sorted(decision.removed_refs)
-        if not decision.expire_ids and not removed_refs and cutoff is None:
-            self.log.info("Policy %s keeps every snapshot of %s and orphan removal is off.", settings.label, name)
-            return Prepared(before, done=Outcome(
-                self._result(decided, CleanJobResult(dry_run=self.dry_run,
-                                                     snapshot_id_after=history.current_snapshot_id)),
-                "nothing to clean", changed=False))
+        if not decision.expire_ids and not removed_refs:
+            why = ("orphan removal is off" if cutoff is None
+                   else self._nothing_old(reader, location, cutoff, quarantine, quarantine_days, now_ms))
+            if why is not None:
+                self.log.info("Policy %s keeps every snapshot of %s and %s: no Spark job.", settings.label, name, why)
+                return Prepared(before, done=Outcome(
+                    self._result(decided, CleanJobResult(dry_run=self.dry_run,
+                                                         snapshot_id_after=history.current_snapshot_id)),
+                    f"nothing to clean: every snapshot kept, {why}", changed=False))
         return Prepared(before, args=CleanJobArgs(
             table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
             refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
@@ -160,6 +165,25 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             quarantine_days=quarantine_days, quarantine_location=self.quarantine_location, airflow_run=run,
             approved_orphan_files=Approval.from_json(self.approved).orphan_files if self.approved is not None else None,
         ).validate(), state=decided)
+
+    def _nothing_old(self, reader: TableReader, location: str, cutoff_ms: int, quarantine: str,
+                     quarantine_days: float, now_ms: int) -> str | None:
+        """Why Iceberg's orphan listing and the quarantine's purge would both find nothing (the
+        sentence for the log), or ``None`` when the job must look (:mod:`..core.orphan_precheck`)."""
+        io = reader.load_table().io
+        floor = datetime.datetime.fromtimestamp(cutoff_ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        listing = find_file_older_than(io, location, cutoff_ms)
+        if not listing.nothing_old:
+            self.log.info("Orphan listing needed: %s.", f"{listing.old_file} was modified before the floor ({floor})"
+                          if listing.decided else f"the worker cannot list {location} ({listing.why_undecided})")
+            return None
+        purge = quarantine_purge_due(io, quarantine, quarantine_days, now_ms)
+        if not purge.nothing_old:
+            self.log.info("The quarantine needs the job: %s.", f"run {purge.old_file} is past {quarantine_days:g} days"
+                          if purge.decided else f"{quarantine} cannot be listed ({purge.why_undecided})")
+            return None
+        return (f"none of the {listing.files} files under {location} was modified before the orphan floor ({floor}), "
+                "so no file can be an orphan")
 
     def finish(self, prepared: Prepared, result: CleanJobResult) -> Outcome:
         decided: _Decided = prepared.state
