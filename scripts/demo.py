@@ -6,10 +6,13 @@ Safe to run twice: the demo table is rebuilt from scratch each time.
 
 from __future__ import annotations
 
+import contextlib
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
+from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
 DEMO_TABLE = "demo.events"
@@ -32,9 +35,40 @@ def _fmt_health(label: str, health: dict) -> str:
     )
 
 
-def _run_maintenance(dag_file: Path, table: str) -> list[str]:
-    """Run the DAG in-process with dag.test() and return the snapshot ID chain from XCom."""
+#: The task-log messages the demo repeats: the plan, each retention decision by rule, each step's last line.
+_SAID = re.compile(r"^(Plan \(|Retention of |Clean policy |Summary for |\d+ orphan files moved)")
+_RECORD = re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+Z \[\w+\s*\] ")
+
+
+def _messages(log: Path) -> list[str]:
+    """The log's messages (a record's continuation lines kept), without time, level and logger."""
+    records: list[list[str]] = []
+    for line in log.read_text().splitlines():
+        if _RECORD.match(line):
+            records.append([_RECORD.sub("", line)])
+        elif records:
+            records[-1].append(line)
+    return ["\n".join(lines).split(" [airflow.task.")[0].rstrip() for lines in records]
+
+
+@contextlib.contextmanager
+def _output_to(log: Path):
+    """Send everything the run prints (the task logs, Spark's) to ``log``; the demo keeps its own lines."""
+    sys.stdout.flush(), sys.stderr.flush()
+    saved = os.dup(1), os.dup(2)
+    with log.open("w") as sink:
+        os.dup2(sink.fileno(), 1), os.dup2(sink.fileno(), 2)
+        try:
+            yield
+        finally:
+            sys.stdout.flush(), sys.stderr.flush()
+            os.dup2(saved[0], 1), os.dup2(saved[1], 2)
+
+
+def _run_maintenance(dag_file: Path, table: str, log: Path) -> list[str]:
+    """Run the DAG in-process with dag.test(), its logs into ``log``; the tasks' states and what each said."""
     import importlib.util
+    import time
 
     from airflow.sdk import DAG
 
@@ -42,50 +76,69 @@ def _run_maintenance(dag_file: Path, table: str) -> list[str]:
     module = importlib.util.module_from_spec(spec)
     spec.loader.exec_module(module)
     dag = next(v for v in vars(module).values() if isinstance(v, DAG))
-    print(f"demo: running DAG {dag.dag_id!r} on {table} (dag.test(), one Spark job per heavy task)...")
-    run = dag.test(run_conf={"table": table, "orphan_older_than_hours": 72})
+    print(f"demo: running DAG {dag.dag_id!r} on {table} with its defaults (task logs: {log})...")
+    started = time.monotonic()
+    with _output_to(log):
+        run = dag.test(run_conf={"table": table})
+    states = {ti.task_id: ti.state for ti in sorted(run.get_task_instances(), key=lambda ti: str(ti.start_date))}
+    print(f"demo: the run ended {run.state} in {time.monotonic() - started:.0f} s: "
+          + ", ".join(f"{task} {state}" for task, state in states.items()))
     if run.state != "success":
-        raise SystemExit(f"demo: the DAG run ended {run.state}; see the log above.")
-    lines = []
-    for task_id in ("plan", "rewrite", "expire", "clean"):
-        value = run.get_task_instance(task_id).xcom_pull(task_ids=task_id) or {}
-        parts = []
-        for key, item in value.items():
-            if "snapshot" not in key:
-                continue
-            if isinstance(item, list):
-                shown = ", ".join(str(i) for i in item[:2]) + (f", ... ({len(item)} in all)" if len(item) > 2 else "")
-                parts.append(f"{key}=[{shown}]")
-            else:
-                parts.append(f"{key}={item}")
-        lines.append(f"{task_id:<8} " + "  ".join(parts))
-    return lines
+        raise SystemExit(f"demo: see {log} for why.")
+    return [message for message in _messages(log) if _SAID.match(message)]
+
+
+def _dead_writer_files(table, days_old: float) -> int:
+    """Three files a writer that died ``days_old`` days ago left under the table: orphans for clean.
+    Only on a local table (an object store keeps its own modification times)."""
+    import time
+
+    location = urlsplit(table.location())
+    if location.scheme not in ("", "file"):
+        return 0
+    directory = Path(location.path) / "data" / "day=2026-01-01"
+    then = time.time() - days_old * 86400
+    for n in range(3):
+        path = directory / f"00000-{n}-dead-writer.parquet"
+        path.write_bytes(b"the start of a file a killed writer never finished")
+        os.utime(path, (then, then))
+    return 3
 
 
 def run_demo(hook, catalog_label: str) -> int:
     """Build the demo table through ``hook``, run the maintenance DAG on it, print before and after."""
-    from demo_data import create_events_table
+    import time
+
+    from demo_data import create_events_table, snapshot_clock
+
+    from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.core.health import table_health
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
-    from airflow_lake_provider.core.contracts import SqlJobArgs
 
     print(f"demo: {catalog_label} (catalog '{hook.config.name}')")
-    create_events_table(hook.catalog, DEMO_TABLE, days=4, commits_per_day=40, rows_per_commit=40)
-    print("demo: deleting some rows with merge-on-read deletes (one Spark job)...")
-    LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"])
-    )
+    days, per_day = 4, 40
+    print(f"demo: writing {DEMO_TABLE}: {days * per_day} small commits dated 7 to 3 days ago (PyIceberg)...")
+    log = Path(os.environ["AIRFLOW_HOME"]) / "demo-run.log"
+    with snapshot_clock(time.time() - 7 * 86400, 4 * 86400 / (days * per_day)):
+        table = create_events_table(hook.catalog, DEMO_TABLE, days=days, commits_per_day=per_day, rows_per_commit=40)
+    print("demo: deleting every tenth row with merge-on-read deletes (one Spark job)...")
+    with _output_to(log.with_name("demo-setup.log")):
+        LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
+            f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"]))
+    if _dead_writer_files(table, days_old=4):
+        print("demo: leaving 3 files of a writer that died 4 days ago under the table (orphans)...")
     before = table_health(hook.load_table(DEMO_TABLE)).to_dict()
-    print(_fmt_health("before", before))
 
     _ensure_airflow_db()
-    chain = _run_maintenance(REPO / "dags" / "lake_maintenance.py", DEMO_TABLE)
+    said = _run_maintenance(REPO / "dags" / "lake_maintenance.py", DEMO_TABLE, log)
     after = table_health(hook.load_table(DEMO_TABLE)).to_dict()
-    print()
+    print("What the steps said (the same lines end their task logs):")
+    for message in said:
+        print("  " + message.replace("\n", "\n  "))
     print(_fmt_health("before", before))
     print(_fmt_health("after", after))
-    print("snapshot chain from XCom:")
-    for line in chain:
-        print(f"  {line}")
+    print("Next: the run and its logs in the UI (`airflow api-server`, then DAG lake_maintenance), the table's\n"
+          "health on its Lake health page (docs/health-page.md), the settings in docs/operators/.")
     return 0
 
 

@@ -6,8 +6,10 @@ one commit and one small data file per partition it touches, like a streaming wr
 
 from __future__ import annotations
 
+import contextlib
 import datetime as dt
 import hashlib
+import itertools
 
 import pyarrow as pa
 
@@ -80,3 +82,25 @@ def create_events_table(
             table.append(_batch(next_id, rows_per_commit, day, ["a", "b", "c"]))
             next_id += rows_per_commit
     return catalog.load_table(identifier)
+
+
+@contextlib.contextmanager
+def snapshot_clock(first_s: float, step_s: float):
+    """Date the snapshots PyIceberg commits inside ``first_s``, ``first_s + step_s``, ... (epoch
+    seconds): a history written over days, made in seconds (the demo's table, old enough for the
+    table's own retention to expire part of it). Only a new Snapshot's default timestamp reads this
+    clock; metadata files keep the real time, which is later, as Iceberg requires."""
+    import pyiceberg.table.snapshots as snapshots
+
+    ticks = itertools.count()
+
+    class Clock:
+        @staticmethod
+        def time() -> float:
+            return first_s + next(ticks) * step_s
+
+    real, snapshots.time = snapshots.time, Clock  # type: ignore[assignment]
+    try:
+        yield
+    finally:
+        snapshots.time = real

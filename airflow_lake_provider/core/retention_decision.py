@@ -187,7 +187,7 @@ def safety_reasons(history: TableHistory, protected_ids: Sequence[int]) -> dict[
     held: dict[int, str] = {}
     if history.current_snapshot_id is not None and history.current_snapshot_id in history.by_id:
         held[history.current_snapshot_id] = "current snapshot"
-    for snapshot_id in read_snapshot_ids(protected_ids, "protected snapshot IDs"):
+    for snapshot_id in dict.fromkeys(read_snapshot_ids(protected_ids, "protected snapshot IDs")):  # once each
         if snapshot_id not in history.by_id:
             raise LakeSnapshotError(
                 f"Protected {history.describe(snapshot_id)} is not in the table's history: it was expired already, "
