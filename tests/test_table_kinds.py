@@ -199,6 +199,10 @@ def test_the_default_chain_maintains_every_kind_of_table(airflow, lake_hook, spa
         assert rewrite["snapshot_id_before"] == before[kind]["snapshot"], kind
         assert table.current_snapshot().snapshot_id == rewrite["snapshot_id_after"], kind
         assert set(rewrite["committed_snapshot_ids"]) <= {s.snapshot_id for s in table.snapshots()}, kind
+        # Every delete file left the table through the rewrite's commits, and its result counts them all.
+        files = before[kind]["files"]
+        assert (rewrite["removed_delete_files"], rewrite["removed_equality_delete_files"]) == (
+            sum(n for content, n in files.items() if content != "DATA"), files.get("EQUALITY_DELETES", 0)), kind
         # rewriter='auto': Arrow where the table allows it, Iceberg's Spark action (and why) elsewhere.
         assert rewrite["rewriter"] == ("arrow" if kind in ARROW_KINDS else "iceberg"), (kind, rewrite["rewriter_note"])
         assert (rewrite["rewriter_note"] is None) == (kind in ARROW_KINDS), kind

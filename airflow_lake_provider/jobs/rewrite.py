@@ -33,7 +33,7 @@ import uuid
 from collections.abc import Callable, Sequence
 from typing import Any
 
-from airflow_lake_provider.core.contracts import PlannedPartition, RewriteJobArgs, RewriteResult
+from airflow_lake_provider.core.contracts import PlannedPartition, RewriteJobArgs, RewriteResult, removed_delete_files
 from airflow_lake_provider.core.delete_files import (
     dangling_delete_removal_refused,
     dangling_delete_removal_unsafe,
@@ -258,9 +258,6 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     dangling = _drop_dangling_deletes(job) if args.drop_dangling_deletes else None
     position_deletes = _rewrite_position_deletes(job) if args.rewrite_position_deletes else None
     manifests = _rewrite_manifests(job) if args.rewrite_manifests else None
-    removed_delete_files = (
-        data.removed_delete_files + (dangling["removed_delete_files"] if dangling else 0)
-        + (position_deletes.rewritten_delete_files - position_deletes.added_delete_files if position_deletes else 0))
     commits = job.own_commits()
     return RewriteResult.of(
         args,
@@ -271,9 +268,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         rewritten_data_files=data.rewritten_data_files,
         added_data_files=data.added_data_files,
         rewritten_bytes=data.rewritten_bytes,
-        removed_delete_files=removed_delete_files,
-        removed_equality_delete_files=sum(
-            int(iceberg.summary(s).get("removed-equality-delete-files", "0")) for s in commits),
+        **removed_delete_files([{**iceberg.summary(s), "operation": str(s.operation())} for s in commits]),
         groups=tuple(group.to_json() for group in data.groups),
         failed_groups=tuple(group.to_json() for group in data.failed_groups),
         attempts=tuple(job.retries.to_json()),
