@@ -366,7 +366,7 @@ class CatalogConfig:
 # OAuth client id/secret, extra = PyIceberg catalog properties (``type`` defaults to ``rest``).
 OFFICIAL_CONNECTION_TYPE = "iceberg"
 # Keys of that extra which are fields of CatalogConfig or of the hook, not catalog properties.
-_NOT_CATALOG_PROPERTIES = ("type", "uri", "warehouse", "catalog_name", "credential", "token",
+_NOT_CATALOG_PROPERTIES = ("type", "uri", "warehouse", "catalog_name", "credential", "token", "lease_namespace",
                            "iceberg_runtime_provided", "spark_jars", "spark_packages", "spark_version")
 
 

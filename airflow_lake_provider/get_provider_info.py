@@ -60,6 +60,9 @@ CONNECTION_FIELDS: dict[str, Any] = {
     "spark_packages": _string_field(
         "Maven packages", "Comma-separated coordinates for --packages, where Maven Central is reachable."
     ),
+    "lease_namespace": _string_field("Lease namespace", (
+        "Where the tables' maintenance leases live (default lake_maintenance): a namespace the maintainer "
+        "may create tables in.")),
     "iceberg_runtime_provided": {
         "label": "Iceberg runtime provided",
         "description": "The cluster's Spark image already has the Iceberg Spark runtime: ship no runtime jar.",

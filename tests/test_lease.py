@@ -36,12 +36,13 @@ TOKEN = "0" * 31 + "1"
 
 
 def _state(*, lease_tag=7, fences=None, record=None) -> LeaseState:
-    return LeaseState("db.events", 7, lease_tag, {} if fences is None else fences, record)
+    return LeaseState("db.events", lease_table_name("db.events"), 7, lease_tag, {} if fences is None else fences,
+                      record)
 
 
 def _record(holder="dep/dag_a/run_1", expires=NOW + 60_000, token=TOKEN) -> Lease:
     return Lease(table="db.events", holder=holder, token=token, acquired_at_ms=NOW - 1000, expires_at_ms=expires,
-                 ttl_seconds=61)
+                 ttl_seconds=61, lease_table=lease_table_name("db.events"))
 
 
 # == pure decisions ==
@@ -80,21 +81,21 @@ def test_a_lease_is_this_runs_only_while_its_fence_tag_is_there():
 
 def test_the_record_travels_as_json_and_names_its_holder():
     holder = AirflowRun(dag_id="dag_a", run_id="manual__1", task_id="acquire_lease").lease_holder("host1")
-    lease = new_lease("db.events", holder, LeaseSettings(ttl_seconds=60),
-                      NOW)
+    lease = new_lease(_state(lease_tag=None), holder, LeaseSettings(ttl_seconds=60), NOW)
     assert lease.holder == "host1/dag_a/manual__1" and len(lease.token) == 32
     assert lease.lease_table == lease_table_name("db.events")
+    assert lease_table_name("db.events", "governed.leases").startswith("governed.leases.db__events_")
     # Lower case (REST servers refuse upper case), readable, and distinct for names differing in case only.
     assert lease_table_name("Sales.Events").startswith("lake_maintenance.sales__events_")
     assert lease_table_name("Sales.Events") != lease_table_name("sales.events")
     assert lease_table_name("a__b.c") != lease_table_name("a.b__c")
     assert lease.expires_at_ms == NOW + 60_000 and lease.expires_at.endswith("+00:00")
     assert AirflowRun(dag_id="d", run_id="r", task_id="t", map_index=3).lease_holder("h") == "h/d/r/3"
-    assert Lease.from_property("db.events", lease.property_value()) == lease
+    assert Lease.from_property("db.events", lease.property_value(), lease.lease_table) == lease
     assert lease_from_xcom(lease.to_json()) == lease
     assert lease_from_xcom(str(lease.to_json())) == lease  # rendered as text without native rendering
     assert lease_from_xcom(None) is None and lease_from_xcom("None") is None
-    assert Lease.from_property("db.events", "{not json") is None
+    assert Lease.from_property("db.events", "{not json", lease.lease_table) is None
 
 
 BAD_SETTINGS = [
@@ -200,7 +201,8 @@ def _lease_refs(lake_hook, name) -> dict[str, int]:
 
 
 def _lease_record(lake_hook, name) -> Lease | None:
-    return Lease.from_property(name, _lease_table(lake_hook, name).properties.get(LEASE_PROPERTY))
+    return Lease.from_property(name, _lease_table(lake_hook, name).properties.get(LEASE_PROPERTY),
+                               lease_table_name(name))
 
 
 def test_of_many_runs_taking_a_free_lease_at_once_exactly_one_wins(lake_hook, events):
@@ -520,3 +522,34 @@ def test_the_heartbeat_renews_while_a_job_runs_and_stops_it_when_the_lease_is_lo
         with while_job_runs():
             hook.release(record)  # someone drops the lease under the running job
             time.sleep(1.5)
+
+
+def test_the_lease_namespace_is_the_connections(lake_hook, events, namespace, monkeypatch):
+    """A governed catalog may not let the maintainer create namespaces: the connection names the one
+    the lease tables go in, and a run on that connection takes and gives back the lease there."""
+    import json
+
+    from airflow_lake_provider.exceptions import LakeConfigError
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+    from airflow_lake_provider.hooks.lease import TableLeaseHook
+    from airflow_lake_provider.operators.lease import IcebergReleaseLeaseOperator
+
+    def governed(lease_namespace) -> TableLeaseHook:
+        monkeypatch.setenv("AIRFLOW_CONN_LAKE_GOVERNED", json.dumps({
+            "conn_type": "iceberg_lake", "host": lake_hook.config.uri,
+            "extra": {"catalog_kind": "sql", "warehouse": lake_hook.config.warehouse,
+                      "lease_namespace": lease_namespace}}))
+        return TableLeaseHook(IcebergLakeHook("lake_governed"))
+
+    leases = f"{namespace}_leases"
+    lake_hook.catalog.create_namespace(leases)
+    held, decision = governed(leases).try_acquire(events, "dep/governed/manual__1", LeaseSettings())
+    assert held is not None, decision.sentence
+    assert held.lease_table == lease_table_name(events, leases) and held.lease_table.startswith(f"{leases}.")
+    assert lake_hook.catalog.table_exists(held.lease_table)
+    assert not lake_hook.catalog.table_exists(lease_table_name(events))  # not in lake_maintenance
+    assert IcebergReleaseLeaseOperator(task_id="release_lease", lease=held.to_json(),
+                                       lake_conn_id="lake_governed").execute({}) is True
+
+    with pytest.raises(LakeConfigError, match="lease_namespace 'no such/namespace' is not a namespace name"):
+        governed("no such/namespace").try_acquire(events, "dep/governed/manual__2", LeaseSettings())

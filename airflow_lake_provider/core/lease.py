@@ -1,12 +1,13 @@
 """One maintenance run per table at a time: the lease record, its expiry and every decision about it.
 
 The lease of a table lives in a small **lease table** of its own, in the catalog's
-``lake_maintenance`` namespace (:func:`lease_table_name`), and changes only through the catalog's
-atomic commit on that table (the hook, :mod:`airflow_lake_provider.hooks.lease`, makes the
-commits). The maintained table's metadata is never touched: the lease works on every table the
-steps can maintain (formats v1 to v3, whoever wrote it), and the worker needs no commit rights on
-it. Iceberg's commit requirements cannot assert a property's value, only where a ref points (or
-that it is absent), so the lease is held by refs of the lease table:
+``lake_maintenance`` namespace (:func:`lease_table_name`; the connection's ``lease_namespace``
+names another), and changes only through the catalog's atomic commit on that table (the hook,
+:mod:`airflow_lake_provider.hooks.lease`, makes the commits). The maintained table's metadata is
+never touched: the lease works on every table the steps can maintain (formats v1 to v3, whoever
+wrote it), and the worker needs no commit rights on it. Iceberg's commit requirements cannot
+assert a property's value, only where a ref points (or that it is absent), so the lease is held by
+refs of the lease table:
 
 * the **lease tag** ``lake-maintenance-lease``: present while some run holds the lease. Taking a
   free lease requires it absent, so of two runs taking it at once exactly one commit succeeds;
@@ -47,9 +48,10 @@ FENCE_TAG_PREFIX = f"{LEASE_TAG}-"
 LEASE_PROPERTY = "lake.maintenance.lease"
 #: The tags' own max-ref-age-ms: 100 years, so no retention ever removes a lease tag as too old.
 LEASE_TAG_MAX_REF_AGE_MS = 100 * 365 * 24 * 3600 * 1000
-#: The namespace of the lease tables, beside the maintained tables' own namespaces (so a listing of
-#: a user's namespace, e.g. the fleet's, never meets them).
-LEASE_NAMESPACE = "lake_maintenance"
+#: The namespace of the lease tables unless the lake connection's ``lease_namespace`` names another:
+#: beside the maintained tables' own namespaces, so a listing of a user's namespace (the fleet's)
+#: never meets them.
+DEFAULT_LEASE_NAMESPACE = "lake_maintenance"
 
 ON_BUSY_MODES = ("wait", "skip", "fail")
 #: Steps renew the lease when they start and every third of the ttl while their job runs, so the
@@ -69,15 +71,15 @@ class LeaseLost(LakeError):
     """This run no longer holds the lease it was given: a step refuses to touch the table."""
 
 
-def lease_table_name(table: str) -> str:
-    """The lease table of ``table`` (``namespace.table``): readable, lower case (REST servers such as
-    S3 Tables take no upper case), and unique through a hash of the exact name.
+def lease_table_name(table: str, namespace: str = DEFAULT_LEASE_NAMESPACE) -> str:
+    """The lease table of ``table`` (``namespace.table``) in the lease ``namespace``: readable, lower
+    case (REST servers such as S3 Tables take no upper case), and unique through a hash of the exact name.
 
     ``sales.Events`` -> ``lake_maintenance.sales__events_<8 hex>``.
     """
     readable = "__".join(table.split(".")).lower()[:80]
     digest = hashlib.sha256(table.encode()).hexdigest()[:8]
-    return f"{LEASE_NAMESPACE}.{readable}_{digest}"
+    return f"{namespace}.{readable}_{digest}"
 
 
 def new_token() -> str:
@@ -116,11 +118,10 @@ class Lease(Contract):
     took_over_from: str | None = None
     dry_run: bool = False  # a dry run changes nothing, so it takes no lease (token None)
     expires_at: str | None = None  # ISO, derived: for people reading the XCom
-    lease_table: str | None = None  # derived: where the lease is held
+    lease_table: str | None = None  # where the lease is held (None: a dry run's, held nowhere)
 
     def __post_init__(self) -> None:
         object.__setattr__(self, "expires_at", iso(self.expires_at_ms) if self.token else None)
-        object.__setattr__(self, "lease_table", lease_table_name(self.table))
 
     @property
     def needed(self) -> bool:
@@ -137,13 +138,13 @@ class Lease(Contract):
         return json.dumps(record, sort_keys=True)
 
     @classmethod
-    def from_property(cls, table: str, text: str | None) -> Lease | None:
+    def from_property(cls, table: str, text: str | None, lease_table: str) -> Lease | None:
         """The record in the property, ``None`` when absent or unreadable (treated as broken by :func:`read_state`)."""
         if not text:
             return None
         try:
             data = json.loads(text)
-            lease = cls.from_json({**data, "table": table})
+            lease = cls.from_json({**data, "table": table, "lease_table": lease_table})
         except (ValueError, LakeConfigError, TypeError):
             return None
         if (not isinstance(lease.token, str) or not _TOKEN.match(lease.token)
@@ -224,6 +225,7 @@ class LeaseState:
     """
 
     table: str
+    lease_table: str  # where it is held
     snapshot_id: int | None
     lease_tag: int | None  # the lease tag's snapshot, None when absent
     fences: Mapping[str, int]  # token -> its fence tag's snapshot
@@ -241,14 +243,14 @@ class LeaseState:
         return (len(self.fences) == 1 and self.record is not None and self.record.token in self.fences)
 
 
-def read_state(table: str, refs: Mapping[str, tuple[str, int]], properties: Mapping[str, str],
+def read_state(table: str, lease_table: str, refs: Mapping[str, tuple[str, int]], properties: Mapping[str, str],
                snapshot_id: int | None) -> LeaseState:
     """The lease as the lease table's metadata holds it; ``refs`` maps a ref's name to ``(type, snapshot ID)``."""
     fences = {name.removeprefix(FENCE_TAG_PREFIX): sid for name, (_, sid) in refs.items()
               if name.startswith(FENCE_TAG_PREFIX)}
     lease_tag = refs.get(LEASE_TAG)
-    return LeaseState(table, snapshot_id, lease_tag[1] if lease_tag else None, fences,
-                      Lease.from_property(table, properties.get(LEASE_PROPERTY)))
+    return LeaseState(table, lease_table, snapshot_id, lease_tag[1] if lease_tag else None, fences,
+                      Lease.from_property(table, properties.get(LEASE_PROPERTY), lease_table))
 
 
 class Action(enum.Enum):
@@ -293,9 +295,9 @@ def broken_sentence(state: LeaseState) -> str:
     tags = ", ".join([LEASE_TAG] * state.held + [fence_tag(t) for t in sorted(state.fences)]) or "no lease tag"
     return (f"The maintenance lease of {state.table} is inconsistent (tags: {tags}; property {LEASE_PROPERTY}: "
             f"{'readable' if state.record else 'missing or unreadable'}) in its lease table "
-            f"{lease_table_name(state.table)}, so no run can tell who holds it. Make sure no maintenance run is "
+            f"{state.lease_table}, so no run can tell who holds it. Make sure no maintenance run is "
             f"active on {state.table}, then drop the lease table (Spark SQL: DROP TABLE "
-            f"{lease_table_name(state.table)}; the next run makes it again).")
+            f"{state.lease_table}; the next run makes it again).")
 
 
 def held_by(state: LeaseState, lease: Lease) -> str | None:
@@ -321,9 +323,11 @@ def renewed(lease: Lease, now_ms: int) -> Lease:
     return lease.replace(expires_at_ms=now_ms + int(lease.ttl_seconds * 1000))
 
 
-def new_lease(table: str, holder: str, settings: LeaseSettings, now_ms: int,
+def new_lease(state: LeaseState, holder: str, settings: LeaseSettings, now_ms: int,
               took_over_from: Lease | None = None) -> Lease:
-    return Lease(table=table, holder=holder, token=new_token(), acquired_at_ms=now_ms,
+    """A new lease on ``state``'s table, held in its lease table."""
+    return Lease(table=state.table, lease_table=state.lease_table, holder=holder, token=new_token(),
+                 acquired_at_ms=now_ms,
                  expires_at_ms=now_ms + settings.ttl_ms, ttl_seconds=cast("float", settings.ttl_seconds),
                  took_over_from=took_over_from.holder if took_over_from else None)
 

@@ -24,7 +24,6 @@ from typing import TYPE_CHECKING, Any, Literal, overload
 
 from airflow_lake_provider.core.lease import (
     FENCE_TAG_PREFIX,
-    LEASE_NAMESPACE,
     LEASE_PROPERTY,
     LEASE_TAG,
     LEASE_TAG_MAX_REF_AGE_MS,
@@ -64,6 +63,10 @@ class TableLeaseHook:
     def __init__(self, lake_hook: IcebergLakeHook) -> None:
         self.lake_hook = lake_hook
 
+    def lease_table(self, table_name: str) -> str:
+        """Where the lease of ``table_name`` is held: in the connection's ``lease_namespace``."""
+        return lease_table_name(table_name, self.lake_hook.lease_namespace)
+
     # == reading ==
 
     @overload
@@ -81,15 +84,16 @@ class TableLeaseHook:
         from pyiceberg.exceptions import NoSuchNamespaceError, NoSuchTableError
 
         try:
-            lease_table = self.lake_hook.catalog.load_table(lease_table_name(table_name))
+            lease_table = self.lake_hook.catalog.load_table(self.lease_table(table_name))
         except (NoSuchTableError, NoSuchNamespaceError):
             if not create:
-                return None, read_state(table_name, {}, {}, None)
+                return None, read_state(table_name, self.lease_table(table_name), {}, {}, None)
             lease_table = self._create_lease_table(table_name)
         metadata = lease_table.metadata
         refs = {name: (getattr(ref.snapshot_ref_type, "value", str(ref.snapshot_ref_type)), ref.snapshot_id)
                 for name, ref in metadata.refs.items()}
-        return lease_table, read_state(table_name, refs, metadata.properties, metadata.current_snapshot_id)
+        return lease_table, read_state(table_name, self.lease_table(table_name), refs, metadata.properties,
+                                       metadata.current_snapshot_id)
 
     def _create_lease_table(self, table_name: str) -> Table:
         """Make the lease table of ``table_name``: created with its one row in one commit (tags need a
@@ -100,12 +104,17 @@ class TableLeaseHook:
         catalog = self.lake_hook.catalog
         # Two runs making the same namespace or lease table at once: one wins, the other finds it
         # there (some catalogs say so with their own error, e.g. a SQL catalog's unique constraint).
+        namespace = self.lake_hook.lease_namespace
         try:
-            catalog.create_namespace(LEASE_NAMESPACE, {"comment": "maintenance leases of airflow-lake-provider"})
-        except Exception:  # re-raised below unless the namespace is there now
-            if not catalog.namespace_exists(LEASE_NAMESPACE):
-                raise
-        name = lease_table_name(table_name)
+            catalog.create_namespace(namespace, {"comment": "maintenance leases of airflow-lake-provider"})
+        except Exception as error:  # re-raised below unless the namespace is there now
+            if not catalog.namespace_exists(namespace):
+                raise LakeConfigError(
+                    f"The lease of {table_name} needs the namespace {namespace!r} for its lease table, and the "
+                    f"catalog would not create it ({type(error).__name__}: {error}). Create it once by hand, or "
+                    "name a namespace the maintainer may write in as lease_namespace in the lake connection's "
+                    "extra (docs/lease.md).") from error
+        name = self.lease_table(table_name)
         row = pa.table({"lease_of": pa.array([table_name], pa.string())})
         try:
             # Every lease change is a metadata version: keep the last ten, delete older ones.
@@ -186,7 +195,7 @@ class TableLeaseHook:
         ``None`` when the catalog refused it (the table moved, or another run took it first)."""
         record = state.record if state.held else None
         old = record.token if record is not None else None
-        taken = new_lease(state.table, holder, settings, now_ms(), took_over_from=record if old else None)
+        taken = new_lease(state, holder, settings, now_ms(), took_over_from=record if old else None)
         if old is None:  # free: the lease tag must still be absent
             requirements, removals = [_ref_is(LEASE_TAG, None)], []
         else:  # expired: the old holder's fence tag must still be where it was read; it goes
