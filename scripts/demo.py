@@ -12,10 +12,8 @@ import re
 import subprocess
 import sys
 from pathlib import Path
-from urllib.parse import urlsplit
 
 REPO = Path(__file__).resolve().parent.parent
-DEMO_TABLE = "demo.events"
 
 
 def _ensure_airflow_db() -> None:
@@ -88,45 +86,23 @@ def _run_maintenance(dag_file: Path, table: str, log: Path) -> list[str]:
     return [message for message in _messages(log) if _SAID.match(message)]
 
 
-def _dead_writer_files(table, days_old: float) -> int:
-    """Three files a writer that died ``days_old`` days ago left under the table: orphans for clean.
-    Only on a local table (an object store keeps its own modification times)."""
-    import time
-
-    location = urlsplit(table.location())
-    if location.scheme not in ("", "file"):
-        return 0
-    directory = Path(location.path) / "data" / "day=2026-01-01"
-    then = time.time() - days_old * 86400
-    for n in range(3):
-        path = directory / f"00000-{n}-dead-writer.parquet"
-        path.write_bytes(b"the start of a file a killed writer never finished")
-        os.utime(path, (then, then))
-    return 3
-
-
 def run_demo(hook, catalog_label: str) -> int:
     """Build the demo table through ``hook``, run the maintenance DAG on it, print before and after."""
-    import time
-
-    from demo_data import create_events_table, snapshot_clock
-
     from airflow_lake_provider.core.contracts import SqlJobArgs
     from airflow_lake_provider.core.health import table_health
+    from airflow_lake_provider.demo import DEMO_TABLE, build_demo_table
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
     print(f"demo: {catalog_label} (catalog '{hook.config.name}')")
-    days, per_day = 4, 40
-    print(f"demo: writing {DEMO_TABLE}: {days * per_day} small commits dated 7 to 3 days ago (PyIceberg)...")
+    print(f"demo: writing {DEMO_TABLE}: 160 small commits dated 7 to 3 days ago (python -m airflow_lake_provider.demo)...")
     log = Path(os.environ["AIRFLOW_HOME"]) / "demo-run.log"
-    with snapshot_clock(time.time() - 7 * 86400, 4 * 86400 / (days * per_day)):
-        table = create_events_table(hook.catalog, DEMO_TABLE, days=days, commits_per_day=per_day, rows_per_commit=40)
+    _, orphans = build_demo_table(hook.catalog)
     print("demo: deleting every tenth row with merge-on-read deletes (one Spark job)...")
     with _output_to(log.with_name("demo-setup.log")):
         LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
             f"DELETE FROM {hook.config.name}.{DEMO_TABLE} WHERE event_id % 10 = 3"]))
-    if _dead_writer_files(table, days_old=4):
-        print("demo: leaving 3 files of a writer that died 4 days ago under the table (orphans)...")
+    if orphans:
+        print(f"demo: {len(orphans)} files of a writer that died 4 days ago lie under the table (orphans)")
     before = table_health(hook.load_table(DEMO_TABLE)).to_dict()
 
     _ensure_airflow_db()
