@@ -20,7 +20,7 @@ import pytest
 import generated_pages
 from airflow_lake_provider.hooks.spark_job import dies_with_task
 from demo_data import create_events_table
-from lake_checks import job_processes, live_files, table_fingerprint
+from lake_checks import age_files, job_processes, live_files, table_fingerprint
 
 STEPS = ("plan", "rewrite", "expire", "clean")
 #: Seconds after the step's job starts (its Python driver appears under spark-submit): inside the job
@@ -96,6 +96,9 @@ def test_killing_the_task_process_of_each_step_loses_nothing_and_the_retry_conve
     name = f"{namespace}.events"
     create_events_table(lake_hook.catalog, name, days=2, commits_per_day=12, rows_per_commit=10)
     table = lake_hook.load_table(name)
+    # As old as production tables are: a metadata file in the table's log, past clean's floor, so its
+    # Spark job lists orphans (and has a task process to kill); being referenced, it is never taken.
+    age_files([table.metadata_log[0].metadata_file], hours=72)
     fingerprint = table_fingerprint(table)
     files_before = live_files(table)["DATA"]
     airflow.wait_for_dag("lake_kill_drill")
