@@ -12,7 +12,7 @@ from demo_data import create_events_table
 from lake_checks import age_files, files_on_disk, local_path
 
 from airflow_lake_provider.core.orphan_precheck import find_file_older_than, quarantine_purge_due
-from airflow_lake_provider.core.quarantine import quarantine_root, run_key
+from airflow_lake_provider.core.quarantine import access_denied, quarantine_root, run_key
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.clean import orphan_candidates
 from airflow_lake_provider.steps.clean import CleanStep
@@ -67,13 +67,16 @@ def test_the_quarantine_and_other_file_ios_leave_it_to_the_job(lake_hook, namesp
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=2, rows_per_commit=5)
     now = int(time.time() * 1000)
     root = quarantine_root(table.location(), name, str(tmp_path / "quarantine"))
-    assert quarantine_purge_due(table.io, root, 7, now).nothing_old  # no quarantine yet
+    assert quarantine_purge_due(table.io, root, 7, now, default_root=False).nothing_old  # no quarantine yet
     recent, old = run_key(now - 24 * HOUR_MS), run_key(now - 8 * 24 * HOUR_MS)
     (Path(local_path(root)) / recent).mkdir(parents=True)
-    assert quarantine_purge_due(table.io, root, 7, now).nothing_old  # a day old: kept 7 days
+    assert quarantine_purge_due(table.io, root, 7, now, default_root=False).nothing_old  # a day old: kept 7 days
     (Path(local_path(root)) / old).mkdir()
-    due = quarantine_purge_due(table.io, root, 7, now)
+    due = quarantine_purge_due(table.io, root, 7, now, default_root=False)
     assert due.decided and due.old_file == old
 
+    # A default root the store refuses to list (credentials vended for the table alone): as the job's
+    # purge does, nothing was quarantined there; a root the user chose must be listed.
+    assert access_denied(OSError("AWS Error ACCESS_DENIED during ListObjectsV2 operation: Access Denied."))
     listing = find_file_older_than(FsspecFileIO({}), table.location(), now)
     assert not listing.decided and listing.why_undecided == "FsspecFileIO cannot list"

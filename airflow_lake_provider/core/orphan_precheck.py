@@ -22,7 +22,7 @@ import dataclasses
 from collections import deque
 from typing import TYPE_CHECKING
 
-from airflow_lake_provider.core.quarantine import is_run_key, runs_to_purge
+from airflow_lake_provider.core.quarantine import access_denied, is_run_key, runs_to_purge
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -85,8 +85,12 @@ def find_file_older_than(io: FileIO, location: str, cutoff_ms: int) -> Listing:
         return Listing(False, why_undecided=f"{type(error).__name__}: {error}"[:300])
 
 
-def quarantine_purge_due(io: FileIO, root: str, quarantine_days: float, now_ms: int) -> Listing:
-    """Whether a quarantine run under ``root`` may be past ``quarantine_days`` (``old_file``: its key)."""
+def quarantine_purge_due(io: FileIO, root: str, quarantine_days: float, now_ms: int, *,
+                         default_root: bool) -> Listing:
+    """Whether a quarantine run under ``root`` may be past ``quarantine_days`` (``old_file``: its key).
+
+    ``default_root``: the root beside the table, which a table bucket or credentials vended for the
+    table may refuse to list; as the job's purge does, a refusal there means nothing is quarantined."""
     from pyarrow import fs as pafs
 
     try:
@@ -97,6 +101,8 @@ def quarantine_purge_due(io: FileIO, root: str, quarantine_days: float, now_ms: 
         keys = [entry.base_name for entry in filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
                 if entry.type == pafs.FileType.Directory and is_run_key(entry.base_name)]
     except (OSError, ValueError, ImportError) as error:
+        if default_root and access_denied(error):
+            return Listing(True)
         return Listing(False, why_undecided=f"{type(error).__name__}: {error}"[:300])
     due = runs_to_purge(dict.fromkeys(keys), quarantine_days, now_ms)
     return Listing(True, old_file=due[0] if due else None, files=len(keys))

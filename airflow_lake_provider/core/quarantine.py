@@ -238,6 +238,13 @@ class QuarantineManifest(Contract):
 # -------------------------------------------------------------------------------------- purge
 
 
+def access_denied(error: BaseException) -> bool:
+    """Whether the store refused the request (S3's 403, as S3A reports it through py4j or pyarrow
+    through the AWS SDK): a default quarantine root a table bucket will not list holds nothing."""
+    text = str(error)
+    return any(sign in text for sign in ("AccessDenied", "ACCESS_DENIED", "Status Code: 403", "403 Forbidden"))
+
+
 def runs_to_purge(runs: Mapping[str, int | None], quarantine_days: float, now_ms: int) -> list[str]:
     """The run keys past ``quarantine_days`` at ``now_ms``, oldest first.
 

@@ -24,6 +24,7 @@ from airflow_lake_provider.core.quarantine import (
     FILES_DIR_NAME,
     QuarantinedFile,
     QuarantineManifest,
+    access_denied,
     is_run_key,
     manifest_location,
     quarantined_path,
@@ -194,12 +195,6 @@ def list_runs(storage: Storage, root: str) -> dict[str, QuarantineManifest | Non
             for key in storage.directories(root) if is_run_key(key)}
 
 
-def _access_denied(error: Exception) -> bool:
-    """Whether the store refused the request (S3's 403, as S3A reports it through py4j)."""
-    text = str(error)
-    return any(sign in text for sign in ("AccessDenied", "Status Code: 403", "403 Forbidden"))
-
-
 def no_hadoop_file_system(error: Exception) -> bool:
     """Whether Hadoop has no file system for the path's scheme: the table is read through a FileIO of
     Iceberg's own (``S3FileIO``) and S3A is not configured, so nothing reaches the store through Hadoop."""
@@ -218,9 +213,9 @@ def purge(storage: Storage, root: str, quarantine_days: float, *, dry_run: bool,
     try:
         runs = list_runs(storage, root)
     except Exception as error:
-        if not (default_root and (_access_denied(error) or no_hadoop_file_system(error))):
+        if not (default_root and (access_denied(error) or no_hadoop_file_system(error))):
             raise
-        why = "access denied" if _access_denied(error) else "no Hadoop file system for it"
+        why = "access denied" if access_denied(error) else "no Hadoop file system for it"
         print(f"Quarantine root {root} cannot be listed ({why}): nothing to purge there.", file=sys.stderr)
         return [], 0
     due = runs_to_purge({key: m.moved_at_ms if m else None for key, m in runs.items()}, quarantine_days,
@@ -255,7 +250,7 @@ def quarantine(storage: Storage, *, root: str, table: str, table_location: str, 
     try:
         storage.write_text(manifest_location(root, key), json.dumps(manifest.to_json(), indent=1))
     except Exception as error:
-        if not _access_denied(error):
+        if not access_denied(error):
             raise
         raise LakeConfigError(
             f"The store refuses the quarantine manifest at {manifest_location(root, key)} (access denied; a table "

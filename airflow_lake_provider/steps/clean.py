@@ -177,7 +177,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             self.log.info("Orphan listing needed: %s.", f"{listing.old_file} was modified before the floor ({floor})"
                           if listing.decided else f"the worker cannot list {location} ({listing.why_undecided})")
             return None
-        purge = quarantine_purge_due(io, quarantine, quarantine_days, now_ms)
+        purge = quarantine_purge_due(io, quarantine, quarantine_days, now_ms,
+                                     default_root=self.quarantine_location is None)
         if not purge.nothing_old:
             self.log.info("The quarantine needs the job: %s.", f"run {purge.old_file} is past {quarantine_days:g} days"
                           if purge.decided else f"{quarantine} cannot be listed ({purge.why_undecided})")
