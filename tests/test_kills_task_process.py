@@ -98,7 +98,7 @@ def test_killing_the_task_process_of_each_step_loses_nothing_and_the_retry_conve
     table = lake_hook.load_table(name)
     # As old as production tables are: a metadata file in the table's log, past clean's floor, so its
     # Spark job lists orphans (and has a task process to kill); being referenced, it is never taken.
-    age_files([table.metadata_log[0].metadata_file], hours=72)
+    age_files([table.metadata.metadata_log[0].metadata_file], hours=72)
     fingerprint = table_fingerprint(table)
     files_before = live_files(table)["DATA"]
     airflow.wait_for_dag("lake_kill_drill")

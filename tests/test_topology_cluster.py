@@ -36,7 +36,7 @@ def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, l
     assert files_before["DATA"] == 24
     # As old as production tables are: a metadata file in the table's log past the orphan floor, so the
     # worker cannot rule out orphans and clean's listing runs on the cluster; being referenced, it stays.
-    aged = table.metadata_log[0].metadata_file
+    aged = table.metadata.metadata_log[0].metadata_file
     age_files([aged], hours=100)
 
     # What a user sets up: a Spark connection to the cluster (client mode), and the lake
