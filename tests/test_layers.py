@@ -13,7 +13,7 @@ PACKAGE = Path(__file__).resolve().parents[1] / "airflow_lake_provider"
 # Layer of each part of the package, lowest first; a module may import its own layer and below.
 LAYERS = {
     "exceptions": 0, "core": 1, "catalog_config": 1, "jars": 1, "lake": 2, "preflight": 2, "jobs": 2, "class_archive": 2,
-    "steps": 3, "hooks": 3, "links": 3, "assets": 3, "lineage": 3, "operators": 4, "sensors": 4, "triggers": 4,
+    "steps": 3, "hooks": 3, "demo": 3, "links": 3, "assets": 3, "lineage": 3, "operators": 4, "sensors": 4, "triggers": 4,
     "task_group": 5, "dag_factory": 6, "plugins": 6, "get_provider_info": 0, "__init__": 0,
 }
 # Outside libraries a layer must not import: the pure floor and the jobs run without Airflow,
