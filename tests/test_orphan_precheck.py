@@ -75,8 +75,8 @@ def test_the_quarantine_and_other_file_ios_leave_it_to_the_job(lake_hook, namesp
     due = quarantine_purge_due(table.io, root, 7, now, default_root=False)
     assert due.decided and due.old_file == old
 
-    # A default root the store refuses to list (credentials vended for the table alone): as the job's
-    # purge does, nothing was quarantined there; a root the user chose must be listed.
+    # pyarrow's refusal is recognised as one (a default root the store refuses to list holds nothing, as
+    # in the job's purge; test_s3fileio meets it with credentials vended for the table alone).
     assert access_denied(OSError("AWS Error ACCESS_DENIED during ListObjectsV2 operation: Access Denied."))
     listing = find_file_older_than(FsspecFileIO({}), table.location(), now)
     assert not listing.decided and listing.why_undecided == "FsspecFileIO cannot list"
