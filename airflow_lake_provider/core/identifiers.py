@@ -12,6 +12,16 @@ from airflow_lake_provider.exceptions import LakeConfigError
 _PART = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,127}$")
 
 
+def namespace_name(value: object, what: str, way_out: str = "") -> str:
+    """A namespace (``db``, ``governed.leases``) whose every level follows the rule tables do;
+    ``what`` names the setting in the refusal, ``way_out`` ends it."""
+    parts = value.strip().split(".") if isinstance(value, str) else []
+    if not parts or not all(_PART.match(part) for part in parts):
+        raise LakeConfigError(f"{what} {value!r} is not a namespace name (each level letters, digits or '_', not "
+                              f"starting with a digit, levels joined by '.').{way_out}")
+    return ".".join(parts)
+
+
 @dataclass(frozen=True)
 class TableIdentifier:
     """``namespace.table`` (the namespace may itself have several levels)."""

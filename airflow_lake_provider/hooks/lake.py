@@ -14,7 +14,6 @@ from __future__ import annotations
 
 import dataclasses
 import json
-import re
 from functools import cached_property
 from typing import TYPE_CHECKING, Any, NoReturn
 
@@ -30,7 +29,7 @@ from airflow_lake_provider.catalog_config import (
     other_catalog_way_out,
 )
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
-from airflow_lake_provider.core.identifiers import TableIdentifier
+from airflow_lake_provider.core.identifiers import TableIdentifier, namespace_name
 from airflow_lake_provider.core.lease import DEFAULT_LEASE_NAMESPACE
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
@@ -50,7 +49,6 @@ if TYPE_CHECKING:
     from pyiceberg.io import FileIO
     from pyiceberg.table import Table
 
-_NAMESPACE = re.compile(r"^[A-Za-z0-9_]+(\.[A-Za-z0-9_]+)*$")
 _INSTALL_HINT = {
     "sql": "pip install 'pyiceberg[sql-sqlite]' (SQLite) or 'pyiceberg[sql-postgres]' (PostgreSQL)",
     "hive": "pip install 'pyiceberg[hive]'",
@@ -151,11 +149,8 @@ class IcebergLakeHook(BaseHook):
         value = self._extra.get("lease_namespace")
         if is_none(value):
             return DEFAULT_LEASE_NAMESPACE
-        if not isinstance(value, str) or not _NAMESPACE.match(value.strip()):
-            raise LakeConfigError(
-                f"Connection {self.lake_conn_id!r}: lease_namespace {value!r} is not a namespace name (letters, "
-                f"digits and '_', levels joined by '.'); leave it out to use {DEFAULT_LEASE_NAMESPACE!r}.")
-        return value.strip()
+        return namespace_name(value, f"Connection {self.lake_conn_id!r}: lease_namespace",
+                              f" Leave it out to use {DEFAULT_LEASE_NAMESPACE!r}.")
 
     @staticmethod
     def _mask(config: CatalogConfig) -> None:
