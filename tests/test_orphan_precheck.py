@@ -33,7 +33,7 @@ def test_the_worker_skips_only_what_icebergs_listing_finds_empty(spark, lake_hoo
     # A new table: nothing is old, Iceberg finds nothing; every file was looked at (checksums too).
     listing, candidates = both()
     assert listing.nothing_old and candidates == []
-    assert listing.files >= len(files_on_disk(table)) > 10
+    assert listing.seen >= len(files_on_disk(table)) > 10
 
     # The clean step through the Airflow-free runner: no job at all, and the log says why.
     def no_job(args):
@@ -48,7 +48,7 @@ def test_the_worker_skips_only_what_icebergs_listing_finds_empty(spark, lake_hoo
     stray.write_bytes(b"not a table file")
     age_files([str(stray)], hours=100)
     listing, candidates = both()
-    assert listing.decided and listing.old_file == str(stray)
+    assert listing.decided and listing.found == str(stray)
     assert [local_path(path) for path in candidates] == [str(stray)]
 
     # The stray gone, a live data file aged: Iceberg takes nothing, the worker still says "look".
@@ -56,7 +56,7 @@ def test_the_worker_skips_only_what_icebergs_listing_finds_empty(spark, lake_hoo
     live = local_path(next(iter(table.scan().plan_files())).file.file_path)
     age_files([live], hours=100)
     listing, candidates = both()
-    assert candidates == [] and listing.old_file == live
+    assert candidates == [] and listing.found == live
 
 
 def test_the_quarantine_and_other_file_ios_leave_it_to_the_job(lake_hook, namespace, tmp_path):
@@ -73,7 +73,7 @@ def test_the_quarantine_and_other_file_ios_leave_it_to_the_job(lake_hook, namesp
     assert quarantine_purge_due(table.io, root, 7, now, default_root=False).nothing_old  # a day old: kept 7 days
     (Path(local_path(root)) / old).mkdir()
     due = quarantine_purge_due(table.io, root, 7, now, default_root=False)
-    assert due.decided and due.old_file == old
+    assert due.decided and due.found == old
 
     # pyarrow's refusal is recognised as one (a default root the store refuses to list holds nothing, as
     # in the job's purge; test_s3fileio meets it with credentials vended for the table alone).

@@ -36,14 +36,21 @@ class Listing:
     """What the worker saw under one location: ``decided`` False means it could not tell."""
 
     decided: bool
-    #: A file modified before the floor (the first one seen), or ``None``.
-    old_file: str | None = None
-    files: int = 0
+    #: What makes the job needed: a file modified before the floor, or a quarantine run past its days.
+    found: str | None = None
+    #: Entries looked at: files (the table location) or quarantine runs.
+    seen: int = 0
     why_undecided: str | None = None
 
     @property
     def nothing_old(self) -> bool:
-        return self.decided and self.old_file is None
+        return self.decided and self.found is None
+
+
+def _undecided(why: str | BaseException, seen: int = 0) -> Listing:
+    if isinstance(why, BaseException):
+        why = f"{type(why).__name__}: {why}"[:300]
+    return Listing(False, seen=seen, why_undecided=why)
 
 
 def _filesystem(io: FileIO, location: str):
@@ -64,13 +71,13 @@ def find_file_older_than(io: FileIO, location: str, cutoff_ms: int) -> Listing:
     try:
         found = _filesystem(io, location)
         if found is None:
-            return Listing(False, why_undecided=f"{type(io).__name__} cannot list")
+            return _undecided(f"{type(io).__name__} cannot list")
         filesystem, root = found
         pending, directories, files = deque([root]), 0, 0
         while pending:
             directories += 1
             if directories > MAX_DIRECTORIES:
-                return Listing(False, files=files, why_undecided=f"more than {MAX_DIRECTORIES} directories")
+                return _undecided(f"more than {MAX_DIRECTORIES} directories", files)
             entries = filesystem.get_file_info(pafs.FileSelector(pending.popleft(), allow_not_found=True))
             for entry in sorted(entries, key=lambda e: (e.base_name != "metadata", e.path)):
                 if entry.type == pafs.FileType.Directory:
@@ -79,15 +86,15 @@ def find_file_older_than(io: FileIO, location: str, cutoff_ms: int) -> Listing:
                     files += 1
                     mtime = entry.mtime_ns
                     if mtime is None or mtime // 1_000_000 < cutoff_ms:
-                        return Listing(True, old_file=entry.path, files=files)
-        return Listing(True, files=files)
+                        return Listing(True, found=entry.path, seen=files)
+        return Listing(True, seen=files)
     except (OSError, ValueError, ImportError) as error:  # a refusal (403 on a table bucket), the network: the job
-        return Listing(False, why_undecided=f"{type(error).__name__}: {error}"[:300])
+        return _undecided(error)
 
 
 def quarantine_purge_due(io: FileIO, root: str, quarantine_days: float, now_ms: int, *,
                          default_root: bool) -> Listing:
-    """Whether a quarantine run under ``root`` may be past ``quarantine_days`` (``old_file``: its key).
+    """Whether a quarantine run under ``root`` may be past ``quarantine_days`` (``found``: its key).
 
     ``default_root``: the root beside the table, which a table bucket or credentials vended for the
     table may refuse to list; as the job's purge does, a refusal there means nothing is quarantined."""
@@ -96,13 +103,13 @@ def quarantine_purge_due(io: FileIO, root: str, quarantine_days: float, now_ms: 
     try:
         found = _filesystem(io, root)
         if found is None:
-            return Listing(False, why_undecided=f"{type(io).__name__} cannot list")
+            return _undecided(f"{type(io).__name__} cannot list")
         filesystem, path = found
         keys = [entry.base_name for entry in filesystem.get_file_info(pafs.FileSelector(path, allow_not_found=True))
                 if entry.type == pafs.FileType.Directory and is_run_key(entry.base_name)]
     except (OSError, ValueError, ImportError) as error:
         if default_root and access_denied(error):
             return Listing(True)
-        return Listing(False, why_undecided=f"{type(error).__name__}: {error}"[:300])
+        return _undecided(error)
     due = runs_to_purge(dict.fromkeys(keys), quarantine_days, now_ms)
-    return Listing(True, old_file=due[0] if due else None, files=len(keys))
+    return Listing(True, found=due[0] if due else None, seen=len(keys))

@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import dataclasses
-import datetime
 import time
 from typing import Annotated, Any, ClassVar, cast
 
@@ -20,6 +19,7 @@ from airflow_lake_provider.core.contracts import (
     ExpireResult,
 )
 from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
+from airflow_lake_provider.core.lease import iso
 from airflow_lake_provider.core.orphan_precheck import find_file_older_than, quarantine_purge_due
 from airflow_lake_provider.core.quarantine import checked_quarantine_days, quarantine_root
 from airflow_lake_provider.core.retention_decision import RetentionDecision
@@ -171,19 +171,19 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         """Why Iceberg's orphan listing and the quarantine's purge would both find nothing (the
         sentence for the log), or ``None`` when the job must look (:mod:`..core.orphan_precheck`)."""
         io = reader.load_table().io
-        floor = datetime.datetime.fromtimestamp(cutoff_ms / 1000, datetime.timezone.utc).strftime("%Y-%m-%d %H:%M UTC")
+        floor = iso(cutoff_ms)
         listing = find_file_older_than(io, location, cutoff_ms)
         if not listing.nothing_old:
-            self.log.info("Orphan listing needed: %s.", f"{listing.old_file} was modified before the floor ({floor})"
+            self.log.info("Orphan listing needed: %s.", f"{listing.found} was modified before the floor ({floor})"
                           if listing.decided else f"the worker cannot list {location} ({listing.why_undecided})")
             return None
         purge = quarantine_purge_due(io, quarantine, quarantine_days, now_ms,
                                      default_root=self.quarantine_location is None)
         if not purge.nothing_old:
-            self.log.info("The quarantine needs the job: %s.", f"run {purge.old_file} is past {quarantine_days:g} days"
+            self.log.info("The quarantine needs the job: %s.", f"run {purge.found} is past {quarantine_days:g} days"
                           if purge.decided else f"{quarantine} cannot be listed ({purge.why_undecided})")
             return None
-        return (f"none of the {listing.files} files under {location} was modified before the orphan floor ({floor}), "
+        return (f"none of the {listing.seen} files under {location} was modified before the orphan floor ({floor}), "
                 "so no file can be an orphan")
 
     def finish(self, prepared: Prepared, result: CleanJobResult) -> Outcome:
