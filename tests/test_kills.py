@@ -258,6 +258,7 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
 
     def expire_op(identifier, moment=None):
         return IcebergExpireSnapshotsOperator(task_id="expire", table=identifier, override_table_retention=True,
+                                              engine="spark",  # its Spark application is what is killed
                                               older_than="0h", retain_last=10 if moment == just_after_commit else 1)
 
     step("expire", expire_op, [

@@ -51,7 +51,9 @@ def test_the_expire_job_rechecks_the_decision_against_fresh_metadata(spark, lake
     import pytest
 
     from airflow_lake_provider.core.contracts import ExpireJobArgs
-    from airflow_lake_provider.jobs.expire import UnsafeExpiry, expire_snapshot_ids
+    from airflow_lake_provider.core.expiry_recheck import UnsafeExpiry
+    from airflow_lake_provider.core.worker_expiry import ReachableFiles, expire_in_worker
+    from airflow_lake_provider.jobs.expire import expire_snapshot_ids
 
     name = f"{namespace}.recheck"
     table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=5, rows_per_commit=3)
@@ -59,19 +61,23 @@ def test_the_expire_job_rechecks_the_decision_against_fresh_metadata(spark, lake
     table.manage_snapshots().create_tag(ids[1], "audit").commit()
     decided_on = {"main": ids[-1], "audit": ids[1]}
 
-    def expire(snapshot_ids, refs=decided_on):
+    def expire(snapshot_ids, refs=decided_on, in_worker=False):
         args = ExpireJobArgs(table=name, snapshot_ids=snapshot_ids, refs=refs).validate()
+        if in_worker:  # engine="pyiceberg": the same check, in the worker
+            table = lake_hook.load_table(name)
+            return expire_in_worker(table, args, ReachableFiles(table.io)).outcome
         return expire_snapshot_ids(spark, iceberg.load_table(spark, "lake", name), args)
 
     refused = {
-        "is now the current snapshot": lambda: expire([ids[-1]]),
-        "is now held by tag 'audit'": lambda: expire([ids[1]]),
-        "tags and branches of": lambda: expire([ids[0]], refs={"main": ids[-1]}),  # decided before the tag
+        "is now the current snapshot": ([ids[-1]], decided_on),
+        "is now held by tag 'audit'": ([ids[1]], decided_on),
+        "tags and branches of": ([ids[0]], {"main": ids[-1]}),  # decided before the tag
     }
-    for message, attempt in refused.items():
-        with pytest.raises(UnsafeExpiry, match=message):
-            attempt()
-        assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # untouched
+    for message, (snapshot_ids, refs) in refused.items():
+        for in_worker in (False, True):
+            with pytest.raises(UnsafeExpiry, match=message):
+                expire(snapshot_ids, refs, in_worker)
+            assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # untouched
 
     gone = 123_456_789
     outcome = expire([ids[0], ids[2], gone])

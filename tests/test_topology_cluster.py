@@ -62,7 +62,9 @@ def test_maintenance_chain_runs_on_a_standalone_cluster(airflow_db, lake_hook, l
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
     run = dag.test(run_conf={"table": name, "min_input_files": 2, "override_table_retention": True,
                              "older_than": "0h", "retain_last": 1, "retained": 1,
-                             "orphan_older_than_hours": 72})
+                             "orphan_older_than_hours": 72,
+                             # expire on the cluster too (auto would expire a table this small in the worker)
+                             "expire_settings": {"engine": "spark"}})
     assert run.state == "success", spark_cluster.logs()
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
 

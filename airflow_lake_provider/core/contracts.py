@@ -536,6 +536,11 @@ class ExpireJobArgs(Contract):
         return self
 
 
+#: The kinds of file an expiry deletes, as Iceberg's ``ExpireSnapshots`` result counts them.
+DELETED_FILE_KINDS = ("data_files", "position_delete_files", "equality_delete_files", "manifests", "manifest_lists",
+                      "statistics_files")
+
+
 @dataclasses.dataclass(frozen=True, kw_only=True)
 class ExpiryOutcome(Contract):
     """What Spark did to the snapshots (the job side of the expire and clean results).
@@ -551,8 +556,7 @@ class ExpiryOutcome(Contract):
     removed_refs: list[str] = dataclasses.field(default_factory=list)
     would_expire_snapshot_ids: list[int] = dataclasses.field(default_factory=list)
     would_remove_refs: list[str] = dataclasses.field(default_factory=list)
-    # Files deleted, by kind: data_files, position_delete_files, equality_delete_files, manifests,
-    # manifest_lists, statistics_files ({} when no expiry ran).
+    # Files deleted, by kind (DELETED_FILE_KINDS; {} when no expiry ran).
     deleted_files: dict[str, int] = dataclasses.field(default_factory=dict)
     snapshot_id_after: int | None = None
 

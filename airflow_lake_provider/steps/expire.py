@@ -10,9 +10,19 @@ from typing import Any, ClassVar
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
+from airflow_lake_provider.core.engines import Engine
 from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
 from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.core.settings import setting
+from airflow_lake_provider.core.worker_expiry import (
+    AUTO_SPARK_MIN_MANIFEST_ENTRIES,
+    AUTO_SPARK_MIN_SNAPSHOTS,
+    ReachableFiles,
+    expire_in_worker,
+    too_large,
+    worker_refusal,
+)
+from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.steps.approval import keep_to_approval
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
@@ -38,8 +48,9 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
     table's rules for main only with ``override_table_retention=True``; given without it they are
     refused, so a DAG default can never silently shorten the time travel a table's owner asked for.
     Never expired: the current snapshot, the head of a tag or branch that stays, and
-    ``protected_snapshot_ids``. Spark then expires exactly those IDs, re-checking them first; with
-    nothing to expire and no ref to remove, no job runs. The log lists the rule that kept or
+    ``protected_snapshot_ids``. Exactly those IDs are then expired, re-checked first on fresh
+    metadata: in the worker for small tables (``engine``), else by Iceberg's Spark action in the
+    ``expire`` job; with nothing to expire and no ref to remove, nothing runs. The log lists the rule that kept or
     removed every snapshot. Returns :class:`~airflow_lake_provider.core.contracts.ExpireResult`
     (docs/operators/expire.md).
     """
@@ -58,6 +69,13 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
     protected_snapshot_ids: SnapshotIds | None = setting(None, wired=True, doc=(
         "IDs, lists, or upstream step results (e.g. the rewrite's output) whose snapshots must stay."))
     dry_run: bool = setting(False, doc="Decide and report, change nothing.")
+    engine: Engine = setting("auto", doc=(
+        "``pyiceberg`` expires in the Airflow worker (no JVM: one catalog commit, then the files only the expired "
+        "snapshots reached deleted through the table's FileIO, the same files Iceberg's action deletes); "
+        "``spark`` submits the ``expire`` job (Iceberg's ``ExpireSnapshots`` action); ``auto`` takes the worker "
+        f"below {AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots and {AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
+        "Spark otherwise and for what only the job does: format v3, ``gc.enabled=false``, partition statistics "
+        "on a snapshot to expire."))
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The approval gate's result (``approve_expire.output``): only the snapshots it names are expired; those "
         "the fresh decision adds (the table moved on while a person read the list) stay for the next run. "
@@ -92,10 +110,39 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
                 self._result(report, outcome),
                 f"dry run, would expire {len(decision.expire_ids)} snapshots" if self.dry_run else "nothing to expire",
                 changed=False))
-        return Prepared(before, args=ExpireJobArgs(
+        args = ExpireJobArgs(
             table=name, snapshot_ids=list(decision.expire_ids), protected_ids=list(self.protected_snapshot_ids or ()),
             refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
-        ).validate(), state=report)
+        ).validate()
+        prepared: Prepared[ExpireJobArgs, ExpireResult] = Prepared(before, args=args, state=report)
+        worker_outcome = self._in_worker(reader, args) if self.engine != "spark" else None
+        if worker_outcome is not None:
+            return Prepared(before, done=self.finish(prepared, worker_outcome))
+        return prepared
+
+    def _in_worker(self, reader: TableReader, args: ExpireJobArgs) -> ExpiryOutcome | None:
+        """The expiry done in the worker (:mod:`..core.worker_expiry`), or ``None`` for the Spark job."""
+        table = reader.load_table()
+        refusal = worker_refusal(table.metadata, args.snapshot_ids)
+        if refusal is not None and self.engine == "pyiceberg":
+            raise LakeConfigError(f"engine='pyiceberg' cannot expire {self.dotted}: {refusal}. Use engine='auto' "
+                                  "or 'spark' (Iceberg's action in the expire job).")
+        reachable = ReachableFiles(table.io)
+        why_spark = refusal or (too_large(table, reachable) if self.engine == "auto" else None)
+        if why_spark is not None:
+            self.log.info("engine=%s: the expire job expires %s (%s).", self.engine, self.dotted, why_spark)
+            return None
+        done = expire_in_worker(table, args, reachable)
+        for error in done.lost_commits:
+            self.log.info("The expiry's commit lost to another commit (%s); read the table again.", error)
+        for path, error in done.not_deleted[:20]:
+            self.log.warning("Could not delete %s (%s); a later clean takes it as an orphan.", path, error)
+        if len(done.not_deleted) > 20:
+            self.log.warning("... and %d more files not deleted.", len(done.not_deleted) - 20)
+        if done.outcome is None:
+            self.log.info("Writers committed before each of the worker's %d tries; the expire job takes over.",
+                          len(done.lost_commits))
+        return done.outcome
 
     def finish(self, prepared: Prepared, result: ExpiryOutcome) -> Outcome:
         self.log.info("Expired %d snapshots of %s, removed refs %s; deleted files: %s.",

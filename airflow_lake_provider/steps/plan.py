@@ -15,6 +15,7 @@ from airflow_lake_provider.core.contracts import (
     SparkPlanJobArgs,
     SparkPlanJobResult,
 )
+from airflow_lake_provider.core.engines import ENGINES, Engine
 from airflow_lake_provider.core.partition_sql import spark_partition_predicates
 from airflow_lake_provider.core.planning import (
     RewriteOptions,
@@ -32,9 +33,7 @@ if TYPE_CHECKING:
     from pyiceberg.table import Table
 
 SCOPES = ("auto", "interval", "table")
-ENGINES = ("auto", "pyiceberg", "spark")
 Scope = Annotated[str, OneOf(SCOPES)]
-Engine = Annotated[str, OneOf(ENGINES)]
 #: ``engine="auto"`` plans in Spark from this many live data files (snapshot summary) on. Basis:
 #: docs/benchmarks.md, 2 cores: PyIceberg needs about 0.065-0.08 s and 3.3 MB per 1,000 files
 #: (6.5-8 s and ~340 MB of planning at 100k; 19.5-21.7 s and ~1 GB at 300k), a Spark plan a

@@ -24,7 +24,7 @@ with DAG("lake_kill_drill", schedule=None, start_date=pendulum.datetime(2026, 1,
     plan = IcebergRewritePlanOperator(task_id="plan", table=TABLE, engine="spark")
     rewrite = IcebergRewriteDataFilesOperator(task_id="rewrite", table=TABLE, plan=plan.output)
     expire = IcebergExpireSnapshotsOperator(task_id="expire", table=TABLE, override_table_retention=True,
-                                            older_than="0h", retain_last=1,
+                                            older_than="0h", retain_last=1, engine="spark",
                                             protected_snapshot_ids=rewrite.output)
     clean = IcebergCleanPolicyOperator(task_id="clean", table=TABLE, retained=1, override_table_retention=True,
                                        orphan_older_than_hours=48, protected_snapshot_ids=rewrite.output,
