@@ -271,7 +271,8 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     # Clean (with orphan removal at the normal floor): killed, then it succeeds. Each run does the same.
     def clean_op(identifier, moment=None):
         return IcebergCleanPolicyOperator(task_id="clean", table=identifier, retained=1, override_table_retention=True,
-                                          orphan_older_than_hours=48, reference_namespaces=[namespace])
+                                          orphan_older_than_hours=48, reference_namespaces=[namespace],
+                                          engine="spark")  # its policy's expiry inside the killed application
 
     # As old as production tables are: a live data file past the floor, so the worker cannot rule out
     # orphans and clean's Spark job lists them (its moments below kill it); being live, it is never taken.

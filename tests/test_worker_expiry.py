@@ -13,6 +13,7 @@ manifests' metrics).
 
 from __future__ import annotations
 
+import importlib
 import os
 import uuid
 from dataclasses import dataclass
@@ -220,3 +221,49 @@ def test_what_the_worker_leaves_to_the_job_is_said_before_anything_changes(lake_
     run_step(ExpireStep(table=name, snapshot_ids=ids[:1]), CatalogTable(lake_hook.catalog, name), None,
              lambda args: jobs.append(args) or ExpiryOutcome(expired_snapshot_ids=ids[:1]))
     assert [job.snapshot_ids for job in jobs] == [ids[:1]]
+
+
+def test_clean_expires_its_policys_snapshots_in_the_worker_and_lists_orphans_only_when_one_can_be(
+        spark, lake_hook, namespace):
+    """The clean step's policy removes snapshots: the worker expires them; Iceberg's orphan listing
+    (the clean job, here in the shared session) runs only when a file is old enough to be an orphan,
+    and its result carries both."""
+    from demo_data import create_events_table
+    from lake_checks import age_files, table_fingerprint
+
+    from airflow_lake_provider.core.job_registry import job_for
+    from airflow_lake_provider.steps.clean import CleanStep
+
+    catalog = lake_hook.catalog
+    name = f"{namespace}.cleaned"
+    create_events_table(catalog, name, days=1, commits_per_day=6, rows_per_commit=4)
+    rows = table_fingerprint(catalog.load_table(name))
+    ids = [s.snapshot_id for s in catalog.load_table(name).snapshots()]
+    jobs = []
+
+    def run_job(args):
+        job = job_for(args)
+        jobs.append(args)
+        return job.result.from_json(importlib.import_module(job.module).run(spark, "lake", args.to_json()))
+
+    def clean(retained):
+        return run_step(CleanStep(table=name, retained=retained, override_table_retention=True, quarantine_days=0,
+                                  reference_namespaces=[namespace]), CatalogTable(catalog, name), None, run_job)
+
+    # Nothing under the table is old: the worker expires, no job at all.
+    first = clean(retained=4)
+    assert jobs == [] and sorted(first.result.expired_snapshot_ids) == sorted(ids[:2])
+    assert first.result.deleted_files["manifest_lists"] == 2 and first.result.orphan_file_count == 0
+    assert first.outcome.summary == "removed 2 snapshots (KEEP_LATEST_COMMITS) and 0 orphan files"
+
+    # A dead writer's file, aged: the worker expires, the job lists orphans only, the result has both.
+    stray = os.path.join(local_path(catalog.load_table(name).location()), "data", "stray.parquet")
+    with open(stray, "wb") as out:
+        out.write(b"left by a writer that died")
+    age_files([stray], hours=100)
+    second = clean(retained=2)
+    assert [(job.snapshot_ids, job.removed_refs, job.refs) for job in jobs] == [([], [], None)]
+    assert sorted(second.result.expired_snapshot_ids) == sorted(ids[2:4])
+    assert second.result.orphan_file_count == 1 and not os.path.exists(stray)
+    assert [s.snapshot_id for s in catalog.load_table(name).snapshots()] == ids[4:]
+    assert table_fingerprint(catalog.load_table(name)) == rows

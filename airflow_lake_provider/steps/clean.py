@@ -17,7 +17,9 @@ from airflow_lake_provider.core.contracts import (
     CleanJobResult,
     CleanResult,
     ExpireResult,
+    ExpiryOutcome,
 )
+from airflow_lake_provider.core.engines import Engine
 from airflow_lake_provider.core.history import MAIN_BRANCH, history_from_table
 from airflow_lake_provider.core.lease import iso
 from airflow_lake_provider.core.orphan_precheck import find_file_older_than, quarantine_purge_due
@@ -38,6 +40,7 @@ from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import table_state
 from airflow_lake_provider.steps.approval import keep_to_approval
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.expire import expire_in_the_worker
 
 
 @dataclasses.dataclass(frozen=True)
@@ -51,6 +54,8 @@ class _Decided:
     together: EffectiveRetention
     quarantine: str
     quarantine_days: float
+    #: The policy's snapshots, expired in the worker (``None``: the job expires them, or nothing goes).
+    expired: ExpiryOutcome | None = None
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -109,6 +114,10 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The approval gate's result (``approve_clean.output``): only the snapshots and orphan files it names are "
         "removed (docs/operators/approval.md)."))
+    engine: Engine = setting("auto", doc=(
+        "Where the snapshots the policy removes are expired, as the expire step's ``engine``: ``auto`` in the "
+        "worker for small tables, ``pyiceberg`` there always, ``spark`` in the ``clean`` job. The orphan listing, "
+        "when a file under the table is old enough to be one, is Iceberg's, in the job."))
 
     def _read_history(self, reader: TableReader, policy: CleanPolicy) -> tuple[str, Any, dict[str, Any]]:
         """The table's location, history and headline figures. Only KEEP_LATEST_FILE_VERSIONS needs
@@ -149,22 +158,33 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
                            quarantine_days)
         removed_refs = sorted(decision.removed_refs)
-        if not decision.expire_ids and not removed_refs:
-            why = ("orphan removal is off" if cutoff is None
-                   else self._nothing_old(reader, location, cutoff, quarantine, quarantine_days, now_ms))
-            if why is not None:
-                self.log.info("Policy %s keeps every snapshot of %s and %s: no Spark job.", settings.label, name, why)
-                return Prepared(before, done=Outcome(
-                    self._result(decided, CleanJobResult(dry_run=self.dry_run,
-                                                         snapshot_id_after=history.current_snapshot_id)),
-                    f"nothing to clean: every snapshot kept, {why}", changed=False))
-        return Prepared(before, args=CleanJobArgs(
+        args = CleanJobArgs(
             table=name, snapshot_ids=list(decision.expire_ids), protected_ids=protected,
             refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
             orphan_older_than_ms=cutoff, dry_run=self.dry_run, reference_namespaces=self.reference_namespaces,
             quarantine_days=quarantine_days, quarantine_location=self.quarantine_location, airflow_run=run,
             approved_orphan_files=Approval.from_json(self.approved).orphan_files if self.approved is not None else None,
-        ).validate(), state=decided)
+        ).validate()
+        removes = bool(decision.expire_ids or removed_refs)
+        if removes and not self.dry_run:
+            decided = dataclasses.replace(decided, expired=expire_in_the_worker(self, self.engine, reader, args))
+        if removes and decided.expired is None:
+            return Prepared(before, args=args, state=decided)  # the job expires, then lists orphans
+        if decided.expired is not None:
+            args = dataclasses.replace(args, snapshot_ids=[], removed_refs=[], refs=None)  # orphans only
+        why = ("orphan removal is off" if cutoff is None
+               else self._nothing_old(reader, location, cutoff, quarantine, quarantine_days, now_ms))
+        if why is None:
+            return Prepared(before, args=args, state=decided)
+        if decided.expired is None:
+            self.log.info("Policy %s keeps every snapshot of %s and %s: no Spark job.", settings.label, name, why)
+            return Prepared(before, done=Outcome(
+                self._result(decided, CleanJobResult(dry_run=self.dry_run,
+                                                     snapshot_id_after=history.current_snapshot_id)),
+                f"nothing to clean: every snapshot kept, {why}", changed=False))
+        self.log.info("No orphan listing for %s: %s.", name, why)
+        return Prepared(before, done=self.finish(Prepared(before, args=args, state=decided), CleanJobResult(
+            snapshot_id_after=decided.expired.snapshot_id_after)))
 
     def _nothing_old(self, reader: TableReader, location: str, cutoff_ms: int, quarantine: str,
                      quarantine_days: float, now_ms: int) -> str | None:
@@ -188,6 +208,8 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
 
     def finish(self, prepared: Prepared, result: CleanJobResult) -> Outcome:
         decided: _Decided = prepared.state
+        if decided.expired is not None:  # the worker expired the policy's snapshots, the job listed orphans
+            result = dataclasses.replace(result, **_expiry_fields(decided.expired))
         settings, days = decided.settings, decided.quarantine_days
         verb = "would remove" if self.dry_run else "removed"
         snapshots = len(result.would_expire_snapshot_ids or result.expired_snapshot_ids)
@@ -230,3 +252,10 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             return None
         expire = ExpireResult.from_json(self.expire_result)
         return ExpirySettings(expire.retention_source == "override", expire.retain_last, expire.max_snapshot_age_ms)
+
+
+def _expiry_fields(expired: ExpiryOutcome) -> dict[str, Any]:
+    """What the worker's expiry expired, deleted and removed, for the clean result (the table's
+    snapshot after is the job's, read last)."""
+    return {f.name: getattr(expired, f.name) for f in dataclasses.fields(ExpiryOutcome)
+            if f.name != "snapshot_id_after"}

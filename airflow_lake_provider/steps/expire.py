@@ -115,34 +115,10 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
             refs={ref.name: ref.snapshot_id for ref in history.refs}, removed_refs=removed_refs,
         ).validate()
         prepared: Prepared[ExpireJobArgs, ExpireResult] = Prepared(before, args=args, state=report)
-        worker_outcome = self._in_worker(reader, args) if self.engine != "spark" else None
+        worker_outcome = expire_in_the_worker(self, self.engine, reader, args)
         if worker_outcome is not None:
             return Prepared(before, done=self.finish(prepared, worker_outcome))
         return prepared
-
-    def _in_worker(self, reader: TableReader, args: ExpireJobArgs) -> ExpiryOutcome | None:
-        """The expiry done in the worker (:mod:`..core.worker_expiry`), or ``None`` for the Spark job."""
-        table = reader.load_table()
-        refusal = worker_refusal(table.metadata, args.snapshot_ids)
-        if refusal is not None and self.engine == "pyiceberg":
-            raise LakeConfigError(f"engine='pyiceberg' cannot expire {self.dotted}: {refusal}. Use engine='auto' "
-                                  "or 'spark' (Iceberg's action in the expire job).")
-        reachable = ReachableFiles(table.io)
-        why_spark = refusal or (too_large(table, reachable) if self.engine == "auto" else None)
-        if why_spark is not None:
-            self.log.info("engine=%s: the expire job expires %s (%s).", self.engine, self.dotted, why_spark)
-            return None
-        done = expire_in_worker(table, args, reachable)
-        for error in done.lost_commits:
-            self.log.info("The expiry's commit lost to another commit (%s); read the table again.", error)
-        for path, error in done.not_deleted[:20]:
-            self.log.warning("Could not delete %s (%s); a later clean takes it as an orphan.", path, error)
-        if len(done.not_deleted) > 20:
-            self.log.warning("... and %d more files not deleted.", len(done.not_deleted) - 20)
-        if done.outcome is None:
-            self.log.info("Writers committed before each of the worker's %d tries; the expire job takes over.",
-                          len(done.lost_commits))
-        return done.outcome
 
     def finish(self, prepared: Prepared, result: ExpiryOutcome) -> Outcome:
         self.log.info("Expired %d snapshots of %s, removed refs %s; deleted files: %s.",
@@ -160,3 +136,33 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
             kept=explained["kept"], removed=explained["removed"], removed_ref_reasons=explained["removed_refs"],
             dry_run=self.dry_run, retain_last=settings.retain_last, max_snapshot_age_ms=settings.max_snapshot_age_ms,
         )
+
+
+def expire_in_the_worker(step: Step, engine: str, reader: TableReader, args: ExpireJobArgs) -> ExpiryOutcome | None:
+    """``args``' expiry done in the worker (:mod:`..core.worker_expiry`) as ``engine`` lets it, or ``None``
+    for the step's Spark job. The expire and clean steps' one way in; their log says which and why."""
+    if engine == "spark":
+        return None
+    table = reader.load_table()
+    refusal = worker_refusal(table.metadata, args.snapshot_ids)
+    if refusal is not None and engine == "pyiceberg":
+        raise LakeConfigError(f"engine='pyiceberg' cannot expire {step.dotted}: {refusal}. Use engine='auto' "
+                              f"or 'spark' (Iceberg's action in the {step.name} job).")
+    reachable = ReachableFiles(table.io)
+    why_spark = refusal or (too_large(table, reachable) if engine == "auto" else None)
+    if why_spark is not None:
+        step.log.info("engine=%s: the %s job expires %s (%s).", engine, step.name, step.dotted, why_spark)
+        return None
+    done = expire_in_worker(table, args, reachable)
+    for error in done.lost_commits:
+        step.log.info("The expiry's commit lost to another commit (%s); read the table again.", error)
+    for path, error in done.not_deleted[:20]:
+        step.log.warning("Could not delete %s (%s); a later clean takes it as an orphan.", path, error)
+    if len(done.not_deleted) > 20:
+        step.log.warning("... and %d more files not deleted.", len(done.not_deleted) - 20)
+    if done.outcome is None:
+        step.log.info("Writers committed before each of the worker's %d tries; the %s job takes over.",
+                      len(done.lost_commits), step.name)
+    else:
+        step.log.info("Expired in the worker (engine=%s): no Spark job.", engine)
+    return done.outcome

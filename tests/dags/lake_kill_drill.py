@@ -28,5 +28,5 @@ with DAG("lake_kill_drill", schedule=None, start_date=pendulum.datetime(2026, 1,
                                             protected_snapshot_ids=rewrite.output)
     clean = IcebergCleanPolicyOperator(task_id="clean", table=TABLE, retained=1, override_table_retention=True,
                                        orphan_older_than_hours=48, protected_snapshot_ids=rewrite.output,
-                                       reference_namespaces="{{ dag_run.conf['table'].split('.')[0] }}")
+                                       reference_namespaces="{{ dag_run.conf['table'].split('.')[0] }}", engine="spark")
     plan >> rewrite >> expire >> clean
