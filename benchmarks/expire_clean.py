@@ -7,9 +7,9 @@ Airflow worker's) against a plain spark-submit of the procedure:
    (a streaming writer's commits, manifests merged as Iceberg's default append does), built
    through Iceberg's Java API; the lake is saved and put back before each run. Then
    ``CALL expire_snapshots(older_than => now, retain_last => 1)`` and the expire operator
-   (``override_table_retention``, ``older_than="0m"``, ``retain_last=1``) alternate on it: raw,
-   task, task, raw; both remove every snapshot but the current one, with the same files
-   deleted; the faster of each side counts.
+   (``override_table_retention``, ``older_than="0m"``, ``retain_last=1``) on each ``engine``
+   alternate on it: raw, spark, pyiceberg, pyiceberg, spark, raw; all remove every snapshot but
+   the current one, with the same files deleted; the faster of each side counts.
 2. **Orphan removal over 1,000,000 files** (``--quick``: 100,000). One table whose manifests
    name 1M files, each present on disk (empty: only the listing and the metadata matter), plus
    1,000 orphans, all dated three days back. ``CALL remove_orphan_files(older_than => 2 days
@@ -44,7 +44,7 @@ import time
 from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperator
 from common import context
 op = IcebergExpireSnapshotsOperator(task_id="expire", table="{table}", override_table_retention=True,
-                                    older_than="0m", retain_last=1)
+                                    older_than="0m", retain_last=1, engine="{engine}")
 started = time.perf_counter()
 result = op.execute(context("expire"))
 print(json.dumps({{"seconds": time.perf_counter() - started, **_peaks(),
@@ -143,9 +143,10 @@ def expire_part(snapshots: int, lake: Path) -> dict:
     saved = lake.with_name("lake-saved")
     shutil.copytree(lake, saved)
     bare = run_child(BARE_SUBMIT)
-    small_task = run_child(EXPIRE_TASK.format(table=small))
-    raws, tasks, left = [], [], []
-    for side in ("raw", "task", "task", "raw"):
+    small_task = run_child(EXPIRE_TASK.format(table=small, engine="spark"))
+    raws, left = [], []
+    tasks: dict[str, list[dict]] = {"spark": [], "pyiceberg": []}  # the task's engine: its Spark job, or the worker
+    for side in ("raw", "spark", "pyiceberg", "pyiceberg", "spark", "raw"):
         shutil.rmtree(lake)
         shutil.copytree(saved, lake)
         if side == "raw":
@@ -155,14 +156,16 @@ def expire_part(snapshots: int, lake: Path) -> dict:
                                          f"older_than => TIMESTAMP '{cutoff}', retain_last => 1)")
             raws.append({"seconds": wall, **raw["rows"][0]})
         else:
-            tasks.append(run_child(EXPIRE_TASK.format(table=HISTORY_TABLE)))
+            tasks[side].append(run_child(EXPIRE_TASK.format(table=HISTORY_TABLE, engine=side)))
         left.append(len(lake_hook().load_table(HISTORY_TABLE).snapshots()))
-        print(f"{side}: {(raws if side == 'raw' else tasks)[-1]}, {left[-1]} snapshots left", flush=True)
+        print(f"{side}: {(raws if side == 'raw' else tasks[side])[-1]}, {left[-1]} snapshots left", flush=True)
     shutil.rmtree(saved)
     raw = min(raws, key=lambda r: r["seconds"])
     return {"snapshots": snapshots, "build_s": build_s, "bare": bare, "small_task": small_task,
-            "raw_s": raw["seconds"], "raw": raw, "task": min(tasks, key=lambda r: r["seconds"]),
-            "raw_runs_s": [r["seconds"] for r in raws], "task_runs_s": [r["seconds"] for r in tasks], "left": left}
+            "raw_s": raw["seconds"], "raw": raw, "task": min(tasks["spark"], key=lambda r: r["seconds"]),
+            "worker": min(tasks["pyiceberg"], key=lambda r: r["seconds"]),
+            "raw_runs_s": [r["seconds"] for r in raws], "task_runs_s": [r["seconds"] for r in tasks["spark"]],
+            "worker_runs_s": [r["seconds"] for r in tasks["pyiceberg"]], "left": left}
 
 
 def build_files(files: int, *, while_small=None) -> Path:
@@ -313,6 +316,16 @@ def report(measured: dict[str, dict | None], command: str) -> None:
                         "measured": f"{size}: {ratio:.2f}x, worker {over:+d} MB",
                         "met": ratio <= 1.1 and over <= 50 and (part.get("snapshots", 0) >= 10_000
                                                                or part.get("files", 0) >= 1_000_000)})
+    if expire and "worker" in expire:
+        worker = expire["worker"]
+        rows.append(["expire, engine=pyiceberg (the worker, no JVM)", f"{expire['snapshots']:,} snapshots",
+                     f"{expire['raw_s']:.1f}", f"{worker['seconds']:.1f}", f"{worker['seconds'] / expire['raw_s']:.2f}",
+                     f"{worker['expired']:,}", f"{expire['bare']['peak_mb']}", "-",
+                     f"{worker['peak_mb']} ({worker['peak_mb'] - expire['small_task']['peak_mb']:+d})",
+                     f"{expire['build_s']:.0f}"])
+        notes.append(f"Expiry in the worker (`engine=\"pyiceberg\"`; `auto` takes it below 2,000 snapshots): runs "
+                     f"{', '.join(f'{t:.1f}' for t in expire['worker_runs_s'])} s, deleted {worker['deleted']} (the "
+                     f"Spark task: {expire['task']['deleted']}).")
     if expire:
         notes.append(f"Expiry: one table, restored before each run, raw and task alternating: raw "
                      f"{', '.join(f'{t:.1f}' for t in expire['raw_runs_s'])} s, task "

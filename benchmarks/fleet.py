@@ -41,7 +41,7 @@ def healthy_run(hook) -> dict:
     create_events_table(hook.catalog, name, days=2, commits_per_day=1, rows_per_commit=1000)
 
     def steps():
-        plan = IcebergRewritePlanOperator(task_id="plan", table=name, skip_rewrite_when_empty=False).execute(context("plan"))
+        plan = IcebergRewritePlanOperator(task_id="plan", table=name).execute(context("plan"))
         if plan["groups"]:  # the DAG skips the rewrite task on an empty plan
             IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, plan=plan).execute(context("rewrite"))
         IcebergExpireSnapshotsOperator(task_id="expire", table=name, older_than="120h", override_table_retention=True).execute(context("expire"))

@@ -20,7 +20,6 @@ from airflow_lake_provider.core.contracts import (
 )
 from airflow_lake_provider.core.planning import RewriteOptions
 from airflow_lake_provider.exceptions import LakeConfigError
-from airflow_lake_provider.operators import plan as plan_module
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from lake_checks import FakeTaskInstance
@@ -166,12 +165,6 @@ def test_spark_plan_job_args_and_result_round_trip():
     assert SparkPlanJobArgs.from_json(json.loads(json.dumps(args.to_json()))) == args
     refused = SparkPlanJobResult(unaligned_files=3)
     assert SparkPlanJobResult.from_json(refused.to_json()) == refused and refused.plan is None
-
-
-def test_the_plan_operator_finds_its_consumers_without_importing_them():
-    source = Path(plan_module.__file__).read_text()
-    assert "operators.rewrite" not in source
-    assert IcebergRewriteDataFilesOperator.consumes_plan and not IcebergRewritePlanOperator.consumes_plan
 
 
 def test_the_rewrite_doc_gives_use_starting_sequence_number_the_default_the_job_uses():

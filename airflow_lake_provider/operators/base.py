@@ -144,8 +144,6 @@ class LakeMaintenanceOperator(LakeSparkOperator):
     #: The step this operator runs: its settings become the operator's keyword arguments and templated
     #: fields, and its docstring and settings' docs the operator's docstring (``__init_subclass__``).
     step_class: ClassVar[type[Step] | None] = None
-    #: Reads the plan task's result: skipped by the plan when it is empty (the plan needs no import of it).
-    consumes_plan: bool = False
     #: Declares the maintenance asset alias and, after a run that changed the table, emits an event
     #: for the table's Asset (docs/assets.md). Steps that only read (the plan) or restore set False.
     emits_table_events: bool = True
@@ -275,7 +273,7 @@ def _derive_from_step(cls: type[LakeMaintenanceOperator], step_class: type[Step]
     cls.template_fields = (*LakeMaintenanceOperator.template_fields, *(s.name for s in settings))
     cls.template_fields_renderers = {**LakeMaintenanceOperator.template_fields_renderers,
                                      **{s.name: s.renderer for s in settings if s.renderer}}
-    # The operator's own parameters (the plan's skip_rewrite_when_empty), else its base's.
+    # The operator's own parameters, if it has an __init__, else its base's.
     own_init = cls.__dict__.get("__init__") or (lambda self, **kwargs: super(cls, self).__init__(**kwargs))
     init = takes_settings(settings)(own_init)
 

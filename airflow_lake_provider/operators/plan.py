@@ -6,8 +6,6 @@ from __future__ import annotations
 import dataclasses
 from typing import TYPE_CHECKING, Any, cast
 
-from airflow.sdk.bases.skipmixin import SkipMixin
-
 from airflow_lake_provider.exceptions import LakePlanRefused
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps.plan import PlanStep
@@ -21,21 +19,14 @@ REFUSED_XCOM_KEY = "refused"
 NOT_REFUSED = ""
 
 
-class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
-    """Returns the plan as the XCom ``return_value``. When there is nothing to do, the downstream
-    tasks that consume the plan (``consumes_plan``, e.g. the rewrite) are skipped. A refused plan
-    leaves its message in the XCom key ``refused`` (for alerts and people; in the maintenance group
-    the steps after it do not run and the run fails).
-
-    :param skip_rewrite_when_empty: skip the downstream rewrite tasks when the plan is empty.
-    """
+class IcebergRewritePlanOperator(LakeMaintenanceOperator):
+    """Returns the plan as the XCom ``return_value`` (with no file groups when there is nothing to
+    do: the rewrite then skips itself). A refused plan leaves its message in the XCom key
+    ``refused`` (for alerts and people; in the maintenance group the steps after it do not run and
+    the run fails)."""
 
     step_class = PlanStep
     emits_table_events = False  # it only reads the table
-
-    def __init__(self, *, skip_rewrite_when_empty: bool = True, **kwargs: Any) -> None:
-        super().__init__(**kwargs)
-        self.skip_rewrite_when_empty = skip_rewrite_when_empty
 
     def step(self, context: Context) -> PlanStep:
         start, end = context.get("data_interval_start"), context.get("data_interval_end")
@@ -49,10 +40,4 @@ class IcebergRewritePlanOperator(LakeMaintenanceOperator, SkipMixin):
         except LakePlanRefused as refusal:
             context["ti"].xcom_push(key=REFUSED_XCOM_KEY, value=str(refusal))
             raise
-        if not plan["groups"] and self.skip_rewrite_when_empty and self.has_dag():  # outside a DAG: nothing to skip
-            consumers = [t for t in self.get_direct_relatives(upstream=False) if getattr(t, "consumes_plan", False)]
-            if consumers:
-                self.log.info("Nothing to compact: skipping %s.", ", ".join(t.task_id for t in consumers))
-                context["ti"].xcom_push(key="return_value", value=plan)
-                self.skip(ti=context["ti"], tasks=consumers)
         return plan

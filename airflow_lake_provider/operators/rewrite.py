@@ -2,7 +2,11 @@
 
 from __future__ import annotations
 
-from typing import TYPE_CHECKING
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+from airflow.sdk.bases.xcom import BaseXCom
+from airflow.sdk.exceptions import AirflowSkipException
 
 from airflow_lake_provider.operators.base import LakeMaintenanceOperator
 from airflow_lake_provider.steps.rewrite import RewriteStep
@@ -15,8 +19,18 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
     committed part is pushed under the XCom key ``partial_result``."""
 
     step_class = RewriteStep
-    consumes_plan = True
+
+    def pre_execute(self, context: Any) -> None:
+        """An empty plan: nothing to rewrite. The task records a ``None`` result, so the steps that
+        protect its output read one rather than Airflow's "XCom not found", and skips itself before
+        it renews the lease or reads the table."""
+        self.coerce_rendered_fields()
+        if isinstance(self.plan, Mapping) and self.plan.get("groups") == []:
+            context["ti"].xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=None)
+            raise AirflowSkipException("The plan has no file groups: nothing to rewrite.")
+        super().pre_execute(context)
 
     if TYPE_CHECKING:
         # The step's dry_run setting shadows BaseOperator.dry_run(), which a maintenance step never uses.
         dry_run: bool  # type: ignore[assignment]
+        plan: dict[str, Any] | None
