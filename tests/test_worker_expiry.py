@@ -212,6 +212,8 @@ def test_what_the_worker_leaves_to_the_job_is_said_before_anything_changes(lake_
     ids = [s.snapshot_id for s in table.snapshots()]
     assert worker_refusal(table.metadata, ids).startswith("gc.enabled=false")
     assert worker_refusal(table.metadata.model_copy(update={"format_version": 3}), ids).startswith("format v3")
+    on_s3 = table.metadata.model_copy(update={"location": "s3://bucket/ns/t", "properties": {}})
+    assert worker_refusal(on_s3, ids).startswith("a table on s3:// (deleting through PyArrow's file system")
     step = ExpireStep(table=name, engine="pyiceberg", snapshot_ids=ids[:1])
     with pytest.raises(LakeConfigError, match=r"engine='pyiceberg' cannot expire .*gc.enabled=false.*engine='auto'"):
         run_step(step, CatalogTable(lake_hook.catalog, name), None, _no_job)

@@ -12,6 +12,7 @@ head this worker checked (:func:`~airflow_lake_provider.core.expiry_recheck.stil
 writer committing meanwhile makes it try again on fresh metadata instead of expiring on stale.
 
 Where the worker cannot be sure, it leaves the table to the Spark job (:func:`worker_refusal`):
+tables on object storage (PyArrow's S3 file system leaves directory markers where it deletes),
 format v3 tables (the worker writes the metadata file for non-REST catalogs and does not carry
 row lineage), ``gc.enabled=false`` (Iceberg refuses and says why), partition statistics on a
 snapshot to expire (PyIceberg's commit does not drop them). One difference in the metadata, not in
@@ -25,6 +26,7 @@ from collections.abc import Iterable
 from concurrent.futures import ThreadPoolExecutor
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
+from urllib.parse import urlsplit
 
 from airflow_lake_provider.core.contracts import DELETED_FILE_KINDS, ExpireJobArgs, ExpiryOutcome
 from airflow_lake_provider.core.expiry_recheck import still_to_expire
@@ -52,6 +54,12 @@ _KIND_OF_CONTENT = {0: "data_files", 1: "position_delete_files", 2: "equality_de
 
 def worker_refusal(metadata: TableMetadata, snapshot_ids: Iterable[int]) -> str | None:
     """Why the worker must leave this expiry to Iceberg's Spark job, or ``None``."""
+    scheme = urlsplit(metadata.location).scheme
+    if scheme not in ("", "file"):
+        # Measured on S3 (SeaweedFS): PyArrow's S3 file system recreates a prefix's directory marker
+        # when it deletes the prefix's last object, which Iceberg's orphan listing then reports.
+        return (f"a table on {scheme}:// (deleting through PyArrow's file system there leaves directory markers "
+                "behind; Iceberg's FileIO in the job deletes cleanly)")
     if metadata.format_version >= 3:
         return f"format v{metadata.format_version} (the worker's metadata commit does not carry row lineage)"
     if metadata.properties.get("gc.enabled", "true").strip().lower() == "false":

@@ -74,8 +74,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         "snapshots reached deleted through the table's FileIO, the same files Iceberg's action deletes); "
         "``spark`` submits the ``expire`` job (Iceberg's ``ExpireSnapshots`` action); ``auto`` takes the worker "
         f"below {AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots and {AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
-        "Spark otherwise and for what only the job does: format v3, ``gc.enabled=false``, partition statistics "
-        "on a snapshot to expire."))
+        "Spark otherwise and for what only the job does: tables on object storage, format v3, ``gc.enabled=false``, "
+        "partition statistics on a snapshot to expire."))
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The approval gate's result (``approve_expire.output``): only the snapshots it names are expired; those "
         "the fresh decision adds (the table moved on while a person read the list) stay for the next run. "
