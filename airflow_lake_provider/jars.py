@@ -61,11 +61,25 @@ _DEBIAN_JDBC = {"sqlite": ("sqlite-jdbc.jar", "libxerial-sqlite-jdbc-java"),
 
 
 def installed_spark_version() -> str | None:
-    """The version of the ``pyspark`` package whose ``spark-submit`` submits the jobs."""
+    """The version of the ``pyspark`` package whose ``spark-submit`` submits the jobs.
+
+    Refused when ``pyspark-client`` (which the Spark provider 6 installs) is at another version:
+    both packages write the same ``pyspark/`` directory, which then holds files of two Spark
+    releases, and pip reports no conflict."""
     try:
-        return importlib.metadata.version("pyspark")
+        pyspark = importlib.metadata.version("pyspark")
     except importlib.metadata.PackageNotFoundError:
         return None
+    try:
+        client = importlib.metadata.version("pyspark-client")
+    except importlib.metadata.PackageNotFoundError:
+        return pyspark
+    if client != pyspark:
+        raise LakeConfigError(
+            f"pyspark {pyspark} and pyspark-client {client} are both installed: they write the same pyspark/ "
+            "directory, which now mixes two Spark releases. Install both at one version Iceberg has a runtime for, "
+            "as tested: pip install 'pyspark==4.1.3' 'pyspark-client==4.1.3' (docs/compatibility.md).")
+    return pyspark
 
 
 def spark_line(spark_version: str | None = None) -> SparkLine:

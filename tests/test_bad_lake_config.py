@@ -180,6 +180,19 @@ def test_jars_follow_the_spark_line_from_the_cache_or_by_coordinates(tmp_path, m
     assert job._submit_hook is None
     assert "Spark 3.5, 4.0, 4.1 only" in str(raised.value) and "pyspark==4.1.3" in str(raised.value)
     bad_input("connection", "spark_version 4.2.0 (no Iceberg runtime for Spark 4.2)", raised.value)
+    # The Spark provider 6.3.4's pyspark-client 4.2.0 under a pyspark 4.1.4 (pip overwrote 285 of its files and
+    # reported nothing): refused before any JVM, with the pins that make one Spark of the directory.
+    import importlib.metadata
+
+    installed = {"pyspark": "4.1.4", "pyspark-client": "4.2.0"}
+    monkeypatch.setattr(importlib.metadata, "version", lambda name: installed[name])
+    job = LakeSparkJobHook(lake_hook=lake())
+    with pytest.raises(LakeConfigError) as raised:
+        job.run(SqlJobArgs(statements=["SELECT 1"]))
+    assert job._submit_hook is None
+    assert "pyspark 4.1.4 and pyspark-client 4.2.0 are both installed" in str(raised.value)
+    assert "pip install 'pyspark==4.1.3' 'pyspark-client==4.1.3'" in str(raised.value)  # both published
+    bad_input("installation", "pyspark 4.1.4 beside pyspark-client 4.2.0 (the Spark provider 6.3.4's)", raised.value)
 
 
 def test_test_connection_on_real_seaweedfs(rest_table, monkeypatch):
