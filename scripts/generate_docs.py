@@ -97,6 +97,8 @@ def _install_check_lines() -> list[str]:
             line += f", Python {entry['python']}"
         line += ": " + ("passed" if entry.get("passed") else "**failed**")
         line += f"; installed packages changed: {changed or 'none'}"
+        if entry.get("expected_changes"):
+            line += f"; moved as expected: {'; '.join(map(str, entry['expected_changes']))}"
         if not entry.get("passed") and entry.get("reason"):
             line += f" ({entry['reason']})"
         if entry.get("date"):
