@@ -156,7 +156,7 @@ def lake_maintenance_group(
     Wiring, all through ``XComArg``s of this group's tasks: the rewrite takes ``plan.output``
     (it checks the planned snapshot is still in the lineage); expire protects ``rewrite.output``
     (its result state and last commit); clean protects ``rewrite.output`` and ``expire.output``.
-    A skipped rewrite (empty plan) resolves to ``None``: nothing to protect. Expire and clean run
+    A rewrite that skipped itself (empty plan) left ``None``: nothing to protect. Expire and clean run
     after a skipped rewrite under ``cleanup_trigger_rule``. A failed step (a refused plan
     included) stops the steps after it and fails the run; the lease is given back all the same.
 
