@@ -20,11 +20,14 @@ import gzip
 import json
 from collections.abc import Mapping
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 from airflow_lake_provider.core.history import MAIN_BRANCH, SnapshotInfo, SnapshotRef, TableHistory
 from airflow_lake_provider.core.snapshots import state_of
 from airflow_lake_provider.core.table_retention import TableRetention
+
+if TYPE_CHECKING:
+    from pyiceberg.table import Table
 
 # The summary fields anything downstream reads (table_state's totals, the operation).
 _SUMMARY_KEYS = ("operation", "total-data-files", "total-delete-files", "total-files-size", "total-records")
@@ -52,6 +55,12 @@ class TableDigest:
     def state(self) -> dict[str, Any]:
         """Headline figures of the current snapshot, as :func:`~airflow_lake_provider.core.snapshots.table_state`."""
         return state_of(self.current_snapshot_id, self.current_summary, len(self.snapshots))
+
+
+def digest_of_table(table: Table) -> TableDigest:
+    """The digest of a table PyIceberg has already loaded (its ``metadata`` and ``metadata_location``),
+    read by the same parser as a metadata file."""
+    return read_table_digest(table.metadata.model_dump_json(), metadata_location=table.metadata_location)
 
 
 def read_table_digest(raw: bytes | str, *, metadata_location: str | None = None) -> TableDigest:

@@ -30,7 +30,7 @@ from urllib.parse import urlsplit
 
 from airflow_lake_provider.core.contracts import DELETED_FILE_KINDS, ExpireJobArgs, ExpiryOutcome
 from airflow_lake_provider.core.expiry_recheck import still_to_expire
-from airflow_lake_provider.core.table_digest import read_table_digest
+from airflow_lake_provider.core.table_digest import digest_of_table
 
 if TYPE_CHECKING:
     from pyiceberg.io import FileIO
@@ -164,7 +164,7 @@ def expire_in_worker(table: Table, args: ExpireJobArgs, reachable: ReachableFile
     lost: list[str] = []
     while len(lost) < COMMIT_ATTEMPTS:
         base = table.metadata
-        todo = still_to_expire(read_table_digest(base.model_dump_json()), args)
+        todo = still_to_expire(digest_of_table(table), args)
         removed_refs = [name for name in args.removed_refs if name in base.refs]
         if not (todo or removed_refs):
             return WorkerExpiry(_outcome(args, todo, base, base, {}), tuple(lost))

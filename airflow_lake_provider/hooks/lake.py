@@ -31,7 +31,7 @@ from airflow_lake_provider.catalog_config import (
 from airflow_lake_provider.core.coercion import flag, is_none, string_list
 from airflow_lake_provider.core.identifiers import TableIdentifier, namespace_name
 from airflow_lake_provider.core.lease import DEFAULT_LEASE_NAMESPACE
-from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
+from airflow_lake_provider.core.table_digest import TableDigest, digest_of_table, read_table_digest
 from airflow_lake_provider.exceptions import LakeConfigError, LakeTableNotFound
 from airflow_lake_provider.jars import SparkClasspath, resolve_classpath
 from airflow_lake_provider.lake import embedded_catalog_config
@@ -265,7 +265,7 @@ class IcebergLakeHook(BaseHook):
             self._raise_storage_error(error)
         if digest is None:
             loaded = self.load_table(ident)
-            return read_table_digest(loaded.metadata.model_dump_json(), metadata_location=loaded.metadata_location)
+            return digest_of_table(loaded)
         if self.config.kind == "rest" and is_s3_location(digest.metadata_location):
             # As load_table: a key the store refuses fails here, before any JVM (with the table's own storage config).
             check_readable(_file_io({**catalog.properties, **digest.properties, **digest.storage_config},

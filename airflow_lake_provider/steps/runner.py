@@ -23,7 +23,7 @@ from typing import TYPE_CHECKING, Any, Generic, TypeVar
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.snapshots import describe_change
-from airflow_lake_provider.core.table_digest import read_table_digest
+from airflow_lake_provider.core.table_digest import digest_of_table
 from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepLog, TableReader
 
 if TYPE_CHECKING:
@@ -51,7 +51,7 @@ class CatalogTable:
 
     def read_digest(self) -> TableDigest:
         loaded = self.load_table()
-        return read_table_digest(loaded.metadata.model_dump_json(), metadata_location=loaded.metadata_location)
+        return digest_of_table(loaded)
 
 
 @dataclasses.dataclass(frozen=True)
