@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import TYPE_CHECKING, Any
+from typing import TYPE_CHECKING, Any, cast
 
 from airflow.sdk.bases.xcom import BaseXCom
 from airflow.sdk.exceptions import AirflowSkipException
@@ -25,7 +25,8 @@ class IcebergRewriteDataFilesOperator(LakeMaintenanceOperator):
         protect its output read one rather than Airflow's "XCom not found", and skips itself before
         it renews the lease or reads the table."""
         self.coerce_rendered_fields()
-        if isinstance(self.plan, Mapping) and self.plan.get("groups") == []:
+        plan = cast("RewriteStep", self.step(context)).read_plan() if isinstance(self.plan, Mapping) else None
+        if plan is not None and plan.is_empty:
             context["ti"].xcom_push(key=BaseXCom.XCOM_RETURN_KEY, value=None)
             raise AirflowSkipException("The plan has no file groups: nothing to rewrite.")
         super().pre_execute(context)
