@@ -8,7 +8,6 @@ from __future__ import annotations
 
 import contextlib
 import os
-import re
 import subprocess
 import sys
 from pathlib import Path
@@ -31,22 +30,6 @@ def _fmt_health(label: str, health: dict) -> str:
         f"{label:<7} data files {health['data_files']:>5}  avg size {health['average_file_bytes']:>10,} B  "
         f"delete files {health['delete_files']:>4}  snapshots {health['snapshots']:>4}  records {health['records']:>6} (deleted {health['delete_records']})"
     )
-
-
-#: The task-log messages the demo repeats: the plan, each retention decision by rule, each step's last line.
-_SAID = re.compile(r"^(Plan \(|Retention of |Clean policy |Summary for |\d+ orphan files moved)")
-_RECORD = re.compile(r"^\d{4}-\d\d-\d\dT[\d:.]+Z \[\w+\s*\] ")
-
-
-def _messages(log: Path) -> list[str]:
-    """The log's messages (a record's continuation lines kept), without time, level and logger."""
-    records: list[list[str]] = []
-    for line in log.read_text().splitlines():
-        if _RECORD.match(line):
-            records.append([_RECORD.sub("", line)])
-        elif records:
-            records[-1].append(line)
-    return ["\n".join(lines).split(" [airflow.task.")[0].rstrip() for lines in records]
 
 
 @contextlib.contextmanager
@@ -83,7 +66,9 @@ def _run_maintenance(dag_file: Path, table: str, log: Path) -> list[str]:
           + ", ".join(f"{task} {state}" for task, state in states.items()))
     if run.state != "success":
         raise SystemExit(f"demo: see {log} for why.")
-    return [message for message in _messages(log) if _SAID.match(message)]
+    from airflow_lake_provider.plugins.lake_health import said_in_run
+
+    return [sentence for said in said_in_run(dag.dag_id, run.run_id).values() for sentence in said]
 
 
 def run_demo(hook, catalog_label: str) -> int:
@@ -108,7 +93,7 @@ def run_demo(hook, catalog_label: str) -> int:
     _ensure_airflow_db()
     said = _run_maintenance(REPO / "dags" / "lake_maintenance.py", DEMO_TABLE, log)
     after = table_health(hook.load_table(DEMO_TABLE)).to_dict()
-    print("What the steps said (the same lines end their task logs):")
+    print("What the steps said (the same sentences are in their task logs and on the Lake health page):")
     for message in said:
         print("  " + message.replace("\n", "\n  "))
     print(_fmt_health("before", before))

@@ -36,11 +36,12 @@ def test_unhealthy_and_unreadable_tables_come_first():
 def test_runs_are_grouped_newest_first_with_what_each_step_did():
     rows = [{"dag_id": "d", "run_id": "r1", "task_id": "plan", "when": 1, "value": {"totals": {"files": 6}, "groups": [1]}},
             {"dag_id": "d", "run_id": "r1", "task_id": "g.rewrite", "when": 2,
-             "value": {"rewritten_data_files": 6, "added_data_files": 1}},
+             "value": {"rewritten_data_files": 6, "added_data_files": 1}, "said": ["Summary for db.t: rewrote 6."]},
             {"dag_id": "d", "run_id": "r2", "task_id": "plan", "when": 3, "value": {"dry_run": True}}]
     runs = run_rows(rows)
     assert [r["run_id"] for r in runs] == ["r2", "r1"]
     assert runs[1]["steps"] == ["plan: 1 groups, 6 files to compact", "rewrite: 6 -> 1 data files"]
+    assert (runs[1]["said"], runs[0]["said"]) == (["Summary for db.t: rewrote 6."], [])
 
 
 def test_a_fleet_steps_list_counts_for_each_of_its_tables():

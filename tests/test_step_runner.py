@@ -55,6 +55,10 @@ def test_a_script_runs_every_step_without_airflow(lake_hook, namespace, spark):
     assert table.current_snapshot().snapshot_id == rewritten.result.snapshot_id_after
     assert table_fingerprint(table) == rows
     assert rewritten.before["data_files"] == 10 and rewritten.after["data_files"] == 2
+    # What the step said (the operator's XCom ``summary``): the sentence its log ends with.
+    assert rewrite_step.said[-1].startswith(f"Summary for {name}: rewrote 10 data files"), rewrite_step.said
+    assert plan_step.said == [f"Plan (pyiceberg) for {name} at snapshot {plan.snapshot_id}: 2 groups, 10 files, "
+                              f"{plan.totals.bytes} bytes -> about 2 files."]
 
     expired = run_step(ExpireStep(table=name, override_table_retention=True, older_than="0h", retain_last=1,
                                   protected_snapshot_ids=[rewritten.result.to_json()], log=LOG), reader, None, run_job)

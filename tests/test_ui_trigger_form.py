@@ -1,6 +1,7 @@
 """The params form of ``lake_maintenance`` in a real browser (Debian's chromium driven by playwright),
 against the real Airflow of the ``airflow`` fixture: log in, open the trigger form, see a bad table
-name refused, fill in a table, submit, and see the run succeed."""
+name refused with the field named, fill in a table, submit, see the run succeed, then find what its
+steps said on the Lake health page."""
 
 from __future__ import annotations
 
@@ -41,11 +42,14 @@ def test_trigger_form_runs_lake_maintenance(airflow, lake_hook, namespace, page,
                  "KEEP_LATEST_COMMITS", "Orphan files older than (hours)", "Dry run"):
         assert text in form, text
 
-    # A table name that is not namespace.table is refused (the API answers 400); no run starts.
+    # A table name that is not namespace.table is refused (the API answers 400) and the dialog names the
+    # field (Airflow's form marks only missing values itself, not a pattern); no run starts.
     runs_before = len(_manual_runs(airflow))
     dialog.locator("input[name=element_table]").fill("events; DROP TABLE x")
     dialog.get_by_test_id("trigger-dag-submit").click()
     page.get_by_text("Failed to Trigger").first.wait_for(timeout=30_000)
+    dialog.get_by_text("Invalid input for param table").wait_for(timeout=30_000)
+    assert "'title': 'Table'" in dialog.inner_text()
     assert len(_manual_runs(airflow)) == runs_before
 
     # The real thing: fill in the table, keep the defaults, submit.
@@ -69,3 +73,20 @@ def test_trigger_form_runs_lake_maintenance(airflow, lake_hook, namespace, page,
     table = lake_hook.load_table(name)
     assert live_files(table)["DATA"] == 2  # 12 small files, one per day
     assert table_fingerprint(table) == fingerprint
+
+    # The Lake health page shows the run with what each step said: the sentences its task log holds.
+    page.goto(f"{airflow.base_url}/lake-health/")
+    card = page.locator(f'[data-table="{name}"]')
+    card.wait_for(timeout=120_000)
+    said = card.locator("details.said[open]")
+    assert said.count() == 1, card.inner_text()  # the newest run's, unfolded
+    shown = said.inner_text()
+    for task_id in ("plan", "rewrite", "expire", "clean"):
+        sentences = airflow.xcom("lake_maintenance", run_id, task_id, key="summary")
+        log = airflow.task_log("lake_maintenance", run_id, task_id)
+        assert sentences and sentences[-1].startswith(f"Summary for {name}: " if task_id != "plan" else "Plan ("), (
+            task_id, sentences)
+        for sentence in sentences:
+            assert sentence in shown, (task_id, sentence, shown)
+            assert sentence.splitlines()[0] in log, (task_id, sentence)
+    card.screenshot(path=str(output_dir / "lake-health-after-a-form-run.png"))

@@ -163,6 +163,11 @@ def bar_heights(histogram: Histogram, height: int) -> list[int]:
     return [0 if not c else max(2, round(height * math.sqrt(c) / math.sqrt(top))) for c in histogram.counts]
 
 
+#: The XCom key of the sentences a step said in its log (its plan, retention decisions, closing
+#: line): the operator pushes them, the page shows them under the run.
+SUMMARY_XCOM_KEY = "summary"
+
+
 def table_results(value: Any) -> list[dict[str, Any]]:
     """The per-table results in a step's XCom value: the value itself, or each item of a fleet
     step's list (one result per table)."""
@@ -191,12 +196,15 @@ def describe_step(task_id: str, value: dict[str, Any]) -> str:
 def run_rows(results: list[dict[str, Any]], limit: int = 8) -> list[dict[str, Any]]:
     """The last runs that maintained a table, newest first, from its steps' XCom results.
 
-    ``results``: ``{dag_id, run_id, task_id, when, value}`` rows of one table.
+    ``results``: ``{dag_id, run_id, task_id, when, value}`` rows of one table, with ``said`` (the
+    sentences the step logged, its XCom ``summary``) where it left them. Each run lists its
+    ``steps`` (one phrase each) and ``said`` (every step's sentences, in order).
     """
     runs: dict[tuple[str, str], dict[str, Any]] = {}
     for row in sorted(results, key=lambda r: r["when"]):
         run = runs.setdefault((row["dag_id"], row["run_id"]), {"dag_id": row["dag_id"], "run_id": row["run_id"],
-                                                              "when": row["when"], "steps": []})
+                                                              "when": row["when"], "steps": [], "said": []})
         run["when"] = max(run["when"], row["when"])
         run["steps"].append(describe_step(row["task_id"], row["value"]))
+        run["said"].extend(str(sentence) for sentence in row.get("said") or ())
     return sorted(runs.values(), key=lambda r: r["when"], reverse=True)[:limit]

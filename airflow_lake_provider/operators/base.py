@@ -14,6 +14,7 @@ from airflow.sdk.exceptions import AirflowSkipException
 from airflow_lake_provider.assets import announce_table_change, maintenance_alias
 from airflow_lake_provider.core.coercion import coerce_rendered_fields, flag
 from airflow_lake_provider.core.contracts import AirflowRun, Contract
+from airflow_lake_provider.core.health_page import SUMMARY_XCOM_KEY
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.lease import step_lease
 from airflow_lake_provider.core.settings import param_lines, settings_of, takes_settings, with_params
@@ -233,6 +234,9 @@ class LakeMaintenanceOperator(LakeSparkOperator):
         except StepFailed as failure:
             context["ti"].xcom_push(key=PARTIAL_RESULT_XCOM_KEY, value=failure.partial_result.to_json())
             raise
+        finally:
+            if step.said:
+                context["ti"].xcom_push(key=SUMMARY_XCOM_KEY, value=step.said)
         if ran.after is not None:
             self._table_states = (ran.before, ran.after)
         self._result = ran.result.to_json()

@@ -20,6 +20,7 @@ from fastapi import Depends, FastAPI
 from fastapi.responses import HTMLResponse
 
 from airflow_lake_provider.core.health_page import (
+    SUMMARY_XCOM_KEY,
     Histogram,
     TableReport,
     bar_heights,
@@ -55,12 +56,41 @@ def _our_tasks(dag) -> dict[str, tuple[str | None, str]]:
     return found
 
 
+def _xcoms(session, *where) -> tuple[dict[str, dict[tuple[str, str, str], Any]], dict[tuple[str, str, str], Any]]:
+    """The newest results and summaries matching ``where``: ``{key: {(dag_id, run_id, task_id): value}}``
+    and when each task wrote them."""
+    from airflow.models.xcom import XComModel
+    from sqlalchemy import select
+
+    rows = session.execute(
+        select(XComModel.key, XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.timestamp,
+               XComModel.value)
+        .where(XComModel.key.in_(("return_value", SUMMARY_XCOM_KEY)), *where)
+        .order_by(XComModel.timestamp.desc()).limit(RECENT_RESULTS)).all()
+    values: dict[str, dict[tuple[str, str, str], Any]] = {"return_value": {}, SUMMARY_XCOM_KEY: {}}
+    whens = {}
+    for key, dag_id, run_id, task_id, when, raw in rows:
+        values[key][(dag_id, run_id, task_id)] = XComModel.deserialize_value(type("Row", (), {"value": raw})())
+        whens[(dag_id, run_id, task_id)] = when
+    return values, whens
+
+
+def said_in_run(dag_id: str, run_id: str) -> dict[str, list[str]]:
+    """``task_id -> the sentences its step said`` in one run, in the order the tasks wrote them."""
+    from airflow.models.xcom import XComModel
+    from airflow.utils.session import create_session
+
+    with create_session() as session:
+        values, whens = _xcoms(session, XComModel.dag_id == dag_id, XComModel.run_id == run_id)
+    said = values[SUMMARY_XCOM_KEY]
+    return {key[2]: said[key] for key in sorted(said, key=whens.__getitem__)}
+
+
 def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, Any]]], list[str]]:
     """``(table, lake_conn_id) -> recent step results`` over the readable DAGs, and notes."""
     from airflow.models.serialized_dag import SerializedDagModel
     from airflow.models.xcom import XComModel
     from airflow.utils.session import create_session
-    from sqlalchemy import select
 
     tables: dict[tuple[str, str], list[dict[str, Any]]] = {}
     tasks: dict[tuple[str, str], str] = {}
@@ -80,18 +110,16 @@ def _discover(dag_ids: set[str]) -> tuple[dict[tuple[str, str], list[dict[str, A
                     tables.setdefault((table, conn), [])
         if not tasks:
             return tables, notes
-        rows = session.execute(
-            select(XComModel.dag_id, XComModel.run_id, XComModel.task_id, XComModel.timestamp, XComModel.value)
-            .where(XComModel.key == "return_value", XComModel.dag_id.in_({d for d, _ in tasks}))
-            .order_by(XComModel.timestamp.desc()).limit(RECENT_RESULTS)).all()
-    for dag_id, run_id, task_id, when, raw in rows:
-        task_conn = tasks.get((dag_id, task_id))
-        if task_conn is None:
+        values, whens = _xcoms(session, XComModel.dag_id.in_({d for d, _ in tasks}))
+    for (dag_id, run_id, task_id), value in values["return_value"].items():
+        if (dag_id, task_id) not in tasks:
             continue
-        value = XComModel.deserialize_value(type("Row", (), {"value": raw})())
-        for result in table_results(value):  # a fleet step's value lists one result per table
-            tables.setdefault((result["table"], task_conn), []).append(
-                {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": when, "value": result})
+        results = table_results(value)  # a fleet step's value lists one result per table
+        said = values[SUMMARY_XCOM_KEY].get((dag_id, run_id, task_id)) if len(results) == 1 else None
+        for result in results:
+            tables.setdefault((result["table"], tasks[(dag_id, task_id)]), []).append(
+                {"dag_id": dag_id, "run_id": run_id, "task_id": task_id, "when": whens[(dag_id, run_id, task_id)],
+                 "value": result, "said": said})
     return tables, notes
 
 
@@ -127,6 +155,7 @@ border-left:8px solid var(--c)}
 table.runs{border-collapse:collapse;margin-top:8px;font-size:13px}
 table.runs td,table.runs th{padding:4px 10px;border-bottom:1px solid #e4e7eb;text-align:left} .err{color:#7b2020}
 .note{color:#52606d;font-size:12px;max-width:300px} .reasons .ok{color:#2e9d5b}
+.said p{white-space:pre-wrap;margin:4px 0;font-family:ui-monospace,monospace;font-size:12px;color:#323f4b}
 """
 
 
@@ -157,6 +186,14 @@ def _when(value: Any) -> str:
     return value.strftime("%Y-%m-%d %H:%M") if isinstance(value, dt.datetime) else str(value)
 
 
+def _said(sentences: list[str], *, newest: bool) -> str:
+    """What the run's steps said in their logs, folded (open for the newest run)."""
+    if not sentences:
+        return ""
+    lines = "".join(f"<p>{html.escape(sentence)}</p>" for sentence in sentences)
+    return f'<details class="said"{" open" if newest else ""}><summary>what the steps said</summary>{lines}</details>'
+
+
 def _card(report: TableReport) -> str:
     colour = _COLOURS[report.state]
     name = html.escape(report.table)
@@ -177,7 +214,8 @@ def _card(report: TableReport) -> str:
         f'<tr><td><a target="_top" href="/dags/{html.escape(r["dag_id"])}/runs/{html.escape(r["run_id"])}">'
         f'{html.escape(r["dag_id"])} / {html.escape(r["run_id"])}</a></td>'
         f'<td>{html.escape(_when(r["when"]))}</td>'
-        f'<td>{html.escape("; ".join(r["steps"]))}</td></tr>' for r in report.runs)
+        f'<td>{html.escape("; ".join(r["steps"]))}{_said(r["said"], newest=i == 0)}</td></tr>'
+        for i, r in enumerate(report.runs))
     if runs:
         runs_table = (f'<table class="runs"><tr><th>last runs</th><th>when (UTC)</th><th>what they did</th></tr>'
                       f'{runs}</table>')

@@ -109,6 +109,8 @@ class Step(Generic[A, R]):
 
     table: str
     log: StepLog = dataclasses.field(default=logging.getLogger(__name__), repr=False, compare=False)
+    #: The sentences :meth:`say` logged, in order: the operator hands them to XCom ``summary``.
+    said: list[str] = dataclasses.field(default_factory=list, init=False, repr=False, compare=False)
 
     def __post_init__(self) -> None:
         """Read each setting by its type, whoever built the step (an operator's rendered text, a
@@ -117,6 +119,12 @@ class Step(Generic[A, R]):
         hints = field_hints(klass)
         for s in settings_of(klass):
             setattr(self, s.name, coerce(getattr(self, s.name), hints[s.name], what=s.name))
+
+    def say(self, message: str, *args: Any) -> None:
+        """Log a sentence a person reads (the plan, a retention decision, where orphans went, the
+        closing line) and keep it: the Lake health page and the demo show the same sentences."""
+        self.log.info(message, *args)
+        self.said.append(message % args if args else message)
 
     @property
     def identifier(self) -> TableIdentifier:

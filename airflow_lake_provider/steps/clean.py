@@ -145,14 +145,14 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
         location, history, before = self._read_history(reader, settings.policy)
         quarantine = quarantine_root(location, name, self.quarantine_location)
         decision = resolve_clean_policy(history, settings, now_ms=now_ms, protected_ids=protected)
-        self.log.info("Clean policy %s on %s (%s):\n%s", settings.label, name,
+        self.say("Clean policy %s on %s (%s):\n%s", settings.label, name,
                       "override_table_retention: the policy alone decides main's history" if override
                       else "never under the table's own retention", decision.explain())
         together = effective_retention(
             history.retention, settings, self._expiry_settings(),
             main=next((ref for ref in history.refs if ref.name == MAIN_BRANCH), None), protected_ids=protected,
         )
-        self.log.info("%s", together)
+        self.say("%s", together)
         if self.approved is not None:
             decision = keep_to_approval(self.approved, decision, name, self.name, self.log)
         decided = _Decided(settings, decision, history.current_snapshot_id, cutoff, together, quarantine,
@@ -234,7 +234,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
     def _log_quarantine(self, outcome: CleanJobResult, root: str, days: float) -> None:
         """Say where the orphans went and how to bring them back, and what the purge removed."""
         if outcome.quarantine_run:
-            self.log.info("%d orphan files moved to quarantine run %s (manifest %s), kept %g days. To put them back: "
+            self.say("%d orphan files moved to quarantine run %s (manifest %s), kept %g days. To put them back: "
                           "IcebergRestoreQuarantineOperator(table=%r, quarantine_run=%r%s).",
                           outcome.quarantined_file_count, outcome.quarantine_run, outcome.quarantine_manifest, days,
                           self.dotted, outcome.quarantine_run,
@@ -242,7 +242,7 @@ class CleanStep(Step[CleanJobArgs, CleanResult]):
             self.log.info("By hand: python -m airflow_lake_provider.operators.restore %s %s",
                           self.dotted, outcome.quarantine_manifest)
         if outcome.purged_runs:
-            self.log.info("%s %d quarantine runs past %g days under %s (%d files): %s.",
+            self.say("%s %d quarantine runs past %g days under %s (%d files): %s.",
                           "Would purge" if self.dry_run else "Purged", len(outcome.purged_runs), days, root,
                           outcome.purged_file_count, ", ".join(outcome.purged_runs))
 

@@ -91,7 +91,7 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         history = digest.history()
         decision = resolve_expiry(history, settings, now_ms=now_ms, snapshot_ids=self.snapshot_ids or (),
                                   protected_ids=self.protected_snapshot_ids or ())
-        self.log.info("Retention of %s (%s):\n%s", name,
+        self.say("Retention of %s (%s):\n%s", name,
                       "override_table_retention: the values given replace the table's rules for main"
                       if settings.override_table_retention else "the table's own settings", decision.explain())
         if self.approved is not None:
@@ -101,7 +101,7 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         report = _Report(decision, settings, current_id)
         removed_refs = sorted(decision.removed_refs)
         if self.dry_run or not (decision.expire_ids or removed_refs):
-            self.log.info("%s %d snapshots of %s (the IDs in the result's would_expire_snapshot_ids); refs: %s",
+            self.say("%s %d snapshots of %s (the IDs in the result's would_expire_snapshot_ids); refs: %s",
                           "Would expire" if self.dry_run else "Nothing to expire;",
                           len(decision.expire_ids), name, removed_refs)
             outcome = ExpiryOutcome(would_expire_snapshot_ids=list(decision.expire_ids), would_remove_refs=removed_refs,

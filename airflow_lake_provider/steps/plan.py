@@ -238,7 +238,7 @@ class PlanStep(Step[SparkPlanJobArgs, PlanResult]):
                                            partition_filter=self.partition_filter)
         )
         totals = plan.totals
-        self.log.info(
+        self.say(
             "Plan (%s) for %s at snapshot %s: %s groups, %s files, %s bytes -> about %s files.",
             engine, plan.table, plan.snapshot_id, totals.groups, totals.files, totals.bytes, plan.expected_output_files,
         )

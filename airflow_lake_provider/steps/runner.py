@@ -24,7 +24,7 @@ from airflow_lake_provider.core.contracts import AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
 from airflow_lake_provider.core.snapshots import describe_change
 from airflow_lake_provider.core.table_digest import digest_of_table
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, StepLog, TableReader
+from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
 
 if TYPE_CHECKING:
     from pyiceberg.catalog import Catalog
@@ -76,7 +76,7 @@ def complete(step: Step, reader: TableReader, prepared: Prepared, job_result: An
     outcome = prepared.done if prepared.done is not None else step.finish(prepared, job_result)
     if outcome.summary is None:
         return StepRun(outcome, prepared.before, None)
-    return StepRun(outcome, prepared.before, summarize(step.log, reader, step.dotted, prepared.before, outcome))
+    return StepRun(outcome, prepared.before, summarize(step, reader, prepared.before, outcome))
 
 
 def run_step(step: Step, reader: TableReader, run: AirflowRun | None, run_job: JobRunner) -> StepRun:
@@ -86,11 +86,10 @@ def run_step(step: Step, reader: TableReader, run: AirflowRun | None, run_job: J
     return complete(step, reader, prepared, result)
 
 
-def summarize(log: StepLog, reader: TableReader, table: str, before: dict[str, Any],
-              outcome: Outcome) -> dict[str, Any]:
+def summarize(step: Step, reader: TableReader, before: dict[str, Any], outcome: Outcome) -> dict[str, Any]:
     """Log what was done and the table before -> after; returns after. An outcome that did not
     change the table (a dry run, nothing to do) reports ``before`` without reading the table again."""
     assert outcome.summary is not None, "summarize needs an outcome with a summary"
     after = reader.read_digest().state() if outcome.changed else before
-    log.info("%s", describe_change(table, before, after, outcome.summary))
+    step.say("%s", describe_change(step.dotted, before, after, outcome.summary))
     return after
