@@ -88,6 +88,23 @@ def test_partition_scoped_equality_deletes_plan_like_iceberg(spark, lake_hook, n
     assert _assert_plans_like_iceberg(spark, lake_hook, name, target_file_size_bytes=1024 * 1024, min_input_files=2)
 
 
+def test_a_table_partitioned_from_its_creation_plans_its_equality_deletes_like_iceberg(spark, lake_hook, namespace):
+    """As Flink's ``PARTITIONED BY`` makes it: no unpartitioned spec, so no delete is global. Found on a
+    table a real Flink upsert job wrote (96 data, 22 position and 96 equality delete files): the plan
+    attached none of the 78 equality deletes that apply, and counted the position deletes only."""
+    name = f"{namespace}.t"
+    spark.sql(f"CREATE TABLE lake.{name} (event_id BIGINT NOT NULL, day DATE NOT NULL, category STRING NOT NULL, "
+              "amount DOUBLE NOT NULL, payload STRING NOT NULL) USING iceberg PARTITIONED BY (day) "
+              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    table = lake_hook.load_table(name)
+    assert all(not spec.is_unpartitioned() for spec in table.specs().values())
+    for i in range(3):
+        table.append(_batch(i * 10, 10, dt.date(2026, 1, 1), ["a"]))
+    commit_equality_deletes(spark, name, [{"event_id": 1}, {"event_id": 21}], partition_path="day=2026-01-01")
+    plan = _assert_plans_like_iceberg(spark, lake_hook, name, **_ONLY_DELETES_MATTER)
+    assert plan["totals"]["files"] == 3 and plan["totals"]["delete_files"] == 1
+
+
 def test_global_equality_deletes_of_an_unpartitioned_table_plan_like_iceberg(spark, lake_hook, namespace):
     name = f"{namespace}.t"
     create_events_table(lake_hook.catalog, name, days=1, commits_per_day=4, rows_per_commit=10, partition_by="none")

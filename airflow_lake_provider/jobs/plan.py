@@ -163,7 +163,8 @@ def _equality_matches(data, rows, metric_fields: dict[int, tuple[str, bool]], gl
         "path AS d_path", "spec_id AS d_spec", "to_json(part) AS d_pkey", "seq AS d_seq",
         "equality_ids AS d_equality_ids", "has_bounds AS d_has_bounds",
         *[f"{column} AS d_{column}" for column in metric_columns],
-        f"spec_id IN ({', '.join(map(str, global_spec_ids)) or 'NULL'}) AS is_global",
+        # Not `IN (NULL)` for a table partitioned from its creation: NULL, and `NOT is_global` would drop every delete.
+        (f"spec_id IN ({', '.join(map(str, global_spec_ids))})" if global_spec_ids else "false") + " AS is_global",
     )
     # Every equality field of the delete file must leave the file possible (fields without
     # readable metrics, e.g. nested ones, are assumed to match, as Iceberg does without stats).
