@@ -3,8 +3,9 @@
 Writes through PyIceberg (no JVM) into the lake of ``lake_default`` (or the embedded lake): each
 append is one commit and one small data file per partition it touches, like a streaming writer.
 The demo table's history is dated over four days a week ago, so the table's own retention (five
-days by default) expires part of it, and a writer that died four days ago left three files under
-it (on a local lake), which the clean step takes. Safe to run twice: the table is made again.
+days by default) expires part of it (a REST catalog refuses back-dated commits: there the table's
+properties keep half of it), and a writer that died four days ago left three files under it (on a
+local lake), which the clean step takes. Safe to run twice: the table is made again.
 Also used by ``make demo`` and by the tests (``create_events_table``).
 """
 
@@ -19,7 +20,7 @@ import os
 import sys
 import time
 from pathlib import Path
-from typing import Any
+from typing import Any, NamedTuple
 from urllib.parse import urlsplit
 
 import pyarrow as pa
@@ -138,15 +139,38 @@ def dead_writer_files(table: Any, *, days_old: float) -> list[str]:
     return paths
 
 
+class DemoTable(NamedTuple):
+    table: Any
+    #: A dead writer's files under the table (none on an object store).
+    orphans: list[str]
+    #: How the history was made, for the demo's output.
+    history: str
+
+
 def build_demo_table(catalog: Any, identifier: str = DEMO_TABLE, *, days: int = 4, commits_per_day: int = 40,
-                     rows_per_commit: int = 40) -> tuple[Any, list[str]]:
-    """The demo table (made again if it exists): small commits dated 7 to 3 days ago, and a dead
-    writer's files; returns the table and those files."""
+                     rows_per_commit: int = 40) -> DemoTable:
+    """The demo table (made again if it exists): small commits, part of them past the table's
+    retention, and a dead writer's files.
+
+    The commits are dated 7 to 3 days ago, so Iceberg's default retention (5 days) expires the
+    older half. A REST catalog refuses a commit dated before the table's last update (Iceberg's
+    own check, made by the server), so there the commits keep the real time and the table's owner
+    keeps the last half of them (``history.expire.*`` properties)."""
+    from pyiceberg.catalog.rest import RestCatalog
+
     commits = days * commits_per_day
-    with snapshot_clock(time.time() - 7 * DAY_S, 4 * DAY_S / commits):
+    if isinstance(catalog, RestCatalog):
+        properties = {"history.expire.min-snapshots-to-keep": str(commits // 2),
+                      "history.expire.max-snapshot-age-ms": "1000"}
         table = create_events_table(catalog, identifier, days=days, commits_per_day=commits_per_day,
-                                    rows_per_commit=rows_per_commit)
-    return table, dead_writer_files(table, days_old=4)
+                                    rows_per_commit=rows_per_commit, properties=properties)
+        history = f"{commits} small commits; the table keeps its last {commits // 2} (history.expire.* properties)"
+    else:
+        with snapshot_clock(time.time() - 7 * DAY_S, 4 * DAY_S / commits):
+            table = create_events_table(catalog, identifier, days=days, commits_per_day=commits_per_day,
+                                        rows_per_commit=rows_per_commit)
+        history = f"{commits} small commits dated 7 to 3 days ago"
+    return DemoTable(table, dead_writer_files(table, days_old=4), history)
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -158,9 +182,8 @@ def main(argv: list[str] | None = None) -> int:
     from airflow_lake_provider.hooks.lake import IcebergLakeHook
 
     hook = IcebergLakeHook(args.lake_conn_id)
-    table, orphans = build_demo_table(hook.catalog, args.table)
-    print(f"{args.table}: {len(table.snapshots())} commits dated 7 to 3 days ago, "
-          f"{len(list(table.scan().plan_files()))} small data files, at {table.location()}"
+    table, orphans, history = build_demo_table(hook.catalog, args.table)
+    print(f"{args.table}: {history}, {len(list(table.scan().plan_files()))} small data files, at {table.location()}"
           + (f"; {len(orphans)} files of a dead writer under it" if orphans else ""))
     return 0
 

@@ -79,9 +79,9 @@ def run_demo(hook, catalog_label: str) -> int:
     from airflow_lake_provider.hooks.spark_job import LakeSparkJobHook
 
     print(f"demo: {catalog_label} (catalog '{hook.config.name}')")
-    print(f"demo: writing {DEMO_TABLE}: 160 small commits dated 7 to 3 days ago (python -m airflow_lake_provider.demo)...")
     log = Path(os.environ["AIRFLOW_HOME"]) / "demo-run.log"
-    _, orphans = build_demo_table(hook.catalog)
+    _, orphans, history = build_demo_table(hook.catalog)
+    print(f"demo: wrote {DEMO_TABLE}: {history} (python -m airflow_lake_provider.demo)")
     print("demo: deleting every tenth row with merge-on-read deletes (one Spark job)...")
     with _output_to(log.with_name("demo-setup.log")):
         LakeSparkJobHook(lake_hook=hook).run(SqlJobArgs(statements=[
