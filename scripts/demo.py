@@ -7,7 +7,9 @@ Safe to run twice: the demo table is rebuilt from scratch each time.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
+import re
 import subprocess
 import sys
 from pathlib import Path
@@ -46,6 +48,53 @@ def _output_to(log: Path):
             os.dup2(saved[0], 1), os.dup2(saved[1], 2)
 
 
+#: A record of the captured run: time, level, then the message, its logger and key=value pairs.
+_RECORD = re.compile(r"^(?P<timestamp>\d{4}-\d\d-\d\dT[\d:.]+Z) \[(?P<level>\w+)\s*\] ")
+#: The message and its logger (the last ``[dotted.name]``; a message may hold brackets of its own).
+_EVENT = re.compile(r"^(?P<event>.*\S)\s+\[(?P<logger>[\w.]+)\](?: .*)?$", re.S)
+_TASK_START = re.compile(r"^\[DAG TEST\] starting task_id=(?P<task_id>\S+)")
+
+
+def _task_logs(log: Path) -> dict[str, list[dict]]:
+    """Each task's records in the captured run (dag.test() marks where a task starts and ends), as the
+    structured lines of Airflow's task logs: ``{timestamp, level, event, logger}``."""
+    tasks: dict[str, list[dict]] = {}
+    current: list[dict] | None = None
+    for line in log.read_text().splitlines():
+        record = _RECORD.match(line)
+        if record is None:
+            if current:  # a message's next line
+                current[-1]["event"] += "\n" + line
+            continue
+        text = line[record.end():]
+        if (start := _TASK_START.match(text)) is not None:
+            current = tasks.setdefault(start["task_id"], [])
+        elif text.startswith("[DAG TEST] end task"):
+            current = None
+        elif current is not None:
+            current.append({"timestamp": record["timestamp"], "level": record["level"], "event": text})
+    for records in tasks.values():
+        for item in records:
+            if (parts := _EVENT.match(item["event"])) is not None:
+                item.update(event=parts["event"], logger=parts["logger"])
+    return tasks
+
+
+def _keep_task_logs(run, log: Path) -> None:
+    """Write each task's part of the run's log where Airflow's UI reads task logs: dag.test() runs the
+    tasks in this process, which writes no task log of its own."""
+    from airflow.configuration import conf
+    from airflow.utils.log.file_task_handler import FileTaskHandler
+
+    folder = conf.get("logging", "base_log_folder")
+    handler = FileTaskHandler(base_log_folder=folder)
+    records = _task_logs(log)
+    for ti in run.get_task_instances():
+        path = Path(folder) / handler._render_filename(ti, ti.try_number)
+        path.parent.mkdir(parents=True, exist_ok=True)
+        path.write_text("".join(json.dumps(item) + "\n" for item in records.get(ti.task_id, ())))
+
+
 def _run_maintenance(dag_file: Path, table: str, log: Path) -> list[str]:
     """Run the DAG in-process with dag.test(), its logs into ``log``; the tasks' states and what each said."""
     import importlib.util
@@ -64,6 +113,7 @@ def _run_maintenance(dag_file: Path, table: str, log: Path) -> list[str]:
     states = {ti.task_id: ti.state for ti in sorted(run.get_task_instances(), key=lambda ti: str(ti.start_date))}
     print(f"demo: the run ended {run.state} in {time.monotonic() - started:.0f} s: "
           + ", ".join(f"{task} {state}" for task, state in states.items()))
+    _keep_task_logs(run, log)
     if run.state != "success":
         raise SystemExit(f"demo: see {log} for why.")
     from airflow_lake_provider.plugins.lake_health import said_in_run
@@ -98,8 +148,8 @@ def run_demo(hook, catalog_label: str) -> int:
         print("  " + message.replace("\n", "\n  "))
     print(_fmt_health("before", before))
     print(_fmt_health("after", after))
-    print("Next: the run and its logs in the UI (`airflow api-server`, then DAG lake_maintenance), the table's\n"
-          "health on its Lake health page (docs/health-page.md), the settings in docs/operators/.")
+    print(f"Next: the run and its task logs in the UI (`AIRFLOW_HOME={os.environ['AIRFLOW_HOME']} airflow api-server`,\n"
+          "then DAG lake_maintenance), the table on its Lake health page (Browse), the settings in docs/operators/.")
     return 0
 
 
