@@ -279,6 +279,21 @@ def test_every_block_is_listed_once_and_every_listed_block_exists():
     assert len(dag_ids) == len(set(dag_ids)), sorted(d for d in dag_ids if dag_ids.count(d) > 1)
 
 
+def test_every_install_line_pins_what_the_install_check_proves():
+    """The docs' ``pip install`` lines (README, getting started, the production image) pin the pyspark that
+    scripts/check_install.sh installs and checks, and pyspark-client at the same version where Spark 4's
+    provider brings it (both write one ``pyspark/`` directory)."""
+    tested = set(re.findall(r"pyspark==([\d.]+)", (DOCS.parent / "scripts" / "check_install.sh").read_text()))
+    lines = [(page, line) for page in [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]
+             for line in page.read_text().splitlines() if "pip install " in line and '"pyspark==' in line]
+    assert len(lines) >= 4, lines  # the README, the two tracks of getting started, the production image
+    for page, line in lines:
+        pins = dict(re.findall(r'"(pyspark(?:-client)?)==([\d.]+)"', line))
+        assert pins["pyspark"] in tested, (page.name, line, tested)
+        if pins["pyspark"].startswith("4."):
+            assert pins.get("pyspark-client") == pins["pyspark"], (page.name, line)
+
+
 # -- one DAG of each page through dag.test() ----------------------------------------------------
 @dataclass(frozen=True)
 class Run:
