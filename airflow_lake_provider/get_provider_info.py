@@ -106,6 +106,7 @@ def get_provider_info() -> dict[str, Any]:
                     "airflow_lake_provider.operators.clean",
                     "airflow_lake_provider.operators.restore",
                     "airflow_lake_provider.operators.convert_equality_deletes",
+                    "airflow_lake_provider.operators.repair_deletion_vectors",
                     "airflow_lake_provider.operators.lease",
                     "airflow_lake_provider.operators.fleet",
                 ],

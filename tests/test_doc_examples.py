@@ -150,6 +150,7 @@ EXPECTED: dict[str, dict[str, Tasks]] = {
     "operators/fleet.md[0]": {"fleet_maintenance": exactly("plan", "rewrite")},
     "operators/plan.md[0]": {"plan_events": exactly("plan")},
     "operators/restore.md[0]": {"restore_quarantine": exactly("restore_orphans")},
+    "operators/repair-deletion-vectors.md[0]": {"repair_deletion_vectors": exactly("repair")},
     "operators/rewrite.md[0]": {"compact_events": exactly("plan", "rewrite")},
     "sensors/health.md[0]": {"plan_events_when_needed": exactly("wait_for_health", "plan")},
     "sensors/snapshot.md[0]": {"wait_for_writer_after_plan": exactly("plan", "wait_for_writer")},
@@ -328,6 +329,8 @@ RUNS: dict[str, Run] = {
                                                        "sales.orders": healthy},
                               {"plan": "success", "rewrite": "success"}, spark_submits=1),
     "operators/plan.md": Run(0, "plan_events", {"db.events": small_files}, {"plan": "success"}),
+    "operators/repair-deletion-vectors.md": Run(0, "repair_deletion_vectors", {"db.events": healthy},
+                                                {"repair": "success"}),
     "operators/restore.md": Run(0, "restore_quarantine", {"db.events": healthy}, {"restore_orphans": "success"},
                                 spark_submits=1),
     "operators/rewrite.md": Run(0, "compact_events", {"db.events": small_files}, {"plan": "success", "rewrite": "success"},
@@ -493,6 +496,8 @@ def test_doc_example_runs(page, airflow_db, lake_hook, example_dags_folder, spar
 
         assert [(r["table"], r["lease"]) for r in xcom("rewrite")] == [("db.events", None)]
         assert not TableLeaseHook(lake_hook).load("db.events")[1].held
+    elif page == "operators/repair-deletion-vectors.md":  # a v2 table: nothing to repair, no JVM
+        assert xcom("repair")["format_version"] == 2 and xcom("repair")["committed_snapshot_ids"] == []
     elif page == "operators/restore.md":
         assert xcom("restore_orphans")["runs"] == {} and xcom("restore_orphans")["restored_count"] == 0
     elif page == "operators/plan.md":

@@ -57,7 +57,8 @@ def test_each_step_runs_the_job_of_its_own_name():
     from airflow_lake_provider.core.job_registry import JOBS
     from airflow_lake_provider.steps.base import Step
 
-    for module in ("plan", "rewrite", "expire", "clean", "convert_equality_deletes", "restore"):
+    for module in ("plan", "rewrite", "expire", "clean", "convert_equality_deletes", "restore",
+                   "repair_deletion_vectors"):
         importlib.import_module(f"airflow_lake_provider.steps.{module}")
     steps = {cls.name: cls for cls in Step.__subclasses__() if cls.__module__.startswith("airflow_lake_provider.")}
     assert sorted(steps) == sorted(step_names.STEPS)

@@ -19,6 +19,7 @@ from airflow_lake_provider.operators.expire import IcebergExpireSnapshotsOperato
 from airflow_lake_provider.operators.fleet import IcebergFleetPlanOperator, IcebergFleetRewriteOperator
 from airflow_lake_provider.operators.lease import IcebergAcquireLeaseOperator, IcebergReleaseLeaseOperator
 from airflow_lake_provider.operators.plan import IcebergRewritePlanOperator
+from airflow_lake_provider.operators.repair_deletion_vectors import IcebergRepairDeletionVectorsOperator
 from airflow_lake_provider.operators.restore import IcebergRestoreQuarantineOperator
 from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 from airflow_lake_provider.sensors.health import IcebergTableHealthSensor
@@ -26,6 +27,7 @@ from airflow_lake_provider.sensors.snapshot import IcebergSnapshotSensor
 
 WITH_TABLE = [IcebergRewritePlanOperator, IcebergRewriteDataFilesOperator, IcebergExpireSnapshotsOperator,
               IcebergCleanPolicyOperator, IcebergConvertEqualityDeletesOperator, IcebergRestoreQuarantineOperator,
+              IcebergRepairDeletionVectorsOperator,
               IcebergAcquireLeaseOperator, IcebergTableHealthSensor, IcebergSnapshotSensor]
 EVERY = [*WITH_TABLE, IcebergReleaseLeaseOperator, LakeDeletionApprovalOperator, IcebergFleetPlanOperator,
          IcebergFleetRewriteOperator]

@@ -722,11 +722,9 @@ class RestoreQuarantineResult(Contract):
 
 
 @dataclasses.dataclass(frozen=True, kw_only=True)
-class ConvertEqualityDeletesJobArgs(CommitRetry):
-    """The conversion job: the table, the run's snapshot properties (so a retried task finds its
-    commit), dry run, and the commit retry (:class:`CommitRetry`)."""
-
-    what = "convert equality deletes job"
+class DeleteFileCommitJobArgs(CommitRetry):
+    """A job that swaps delete files in one commit: the table, the run's snapshot properties (so a
+    retried task finds its commit), dry run, and the commit retry (:class:`CommitRetry`)."""
 
     table: str
     dry_run: bool = False
@@ -736,6 +734,13 @@ class ConvertEqualityDeletesJobArgs(CommitRetry):
         if not self.table:
             raise LakeConfigError(f"The {self.what} needs a table.")
         return super().validate()
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class ConvertEqualityDeletesJobArgs(DeleteFileCommitJobArgs):
+    """The conversion job (:class:`DeleteFileCommitJobArgs`)."""
+
+    what = "convert equality deletes job"
 
 
 ADDED_POSITION_DELETE_FILES, ADDED_DELETION_VECTORS = "added_position_delete_files", "added_deletion_vectors"
@@ -794,6 +799,46 @@ class ConvertEqualityDeletesResult(Contract):
                 if key in data:
                     data.setdefault("added_delete_files", data.pop(key))
         return super().from_json(data)
+
+
+# == repair_deletion_vectors: a format v3 table's duplicated and dangling DVs ==
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RepairDeletionVectorsJobArgs(DeleteFileCommitJobArgs):
+    """The repair job (:class:`DeleteFileCommitJobArgs`)."""
+
+    what = "repair deletion vectors job"
+
+
+@dataclasses.dataclass(frozen=True, kw_only=True)
+class RepairDeletionVectorsResult(Contract):
+    """The repair's XCom. ``found``: the problems of the snapshot read (``duplicated_data_files``: data
+    file -> its DVs as ``puffin@offset``; ``dangling_deletion_vectors``). In a dry run the counts say
+    what the commit would do."""
+
+    what = "repair deletion vectors result"
+
+    table: str
+    format_version: int
+    dry_run: bool = False
+    snapshot_id_before: int | None = None
+    repaired_snapshot_id: int | None = None  # the snapshot whose DVs were read
+    committed_snapshot_ids: list[int] = dataclasses.field(default_factory=list)  # this task's commits only
+    snapshot_id_after: int | None = None
+    found: dict[str, Any] = dataclasses.field(default_factory=dict)
+    repaired_data_files: int = 0  # data files whose DVs were merged into one
+    merged_deletion_vectors: int = 0  # the DVs merged (removed), of those files
+    added_deletion_vectors: int = 0  # one per repaired data file
+    dropped_dangling_deletion_vectors: int = 0
+    deleted_rows: int = 0  # rows the merged DVs delete: every row any of the old ones deleted
+    attempts: list[dict[str, Any]] = dataclasses.field(default_factory=list)  # {stage, attempt, outcome, ...}
+    recovered_from_earlier_try: bool = False
+
+    @classmethod
+    def unchanged(cls, table: str, format_version: int, snapshot_id: int | None, *,
+                  dry_run: bool = False) -> RepairDeletionVectorsResult:
+        """Nothing repaired: the table stays at ``snapshot_id``."""
+        return cls(table=table, format_version=format_version, dry_run=dry_run, snapshot_id_before=snapshot_id,
+                   repaired_snapshot_id=snapshot_id, snapshot_id_after=snapshot_id)
 
 
 # == sql: statements run by hand, for setup and checks ==

@@ -26,6 +26,8 @@ from airflow_lake_provider.core.contracts import (
     ConvertEqualityDeletesResult,
     ExpireJobArgs,
     ExpiryOutcome,
+    RepairDeletionVectorsJobArgs,
+    RepairDeletionVectorsResult,
     RestoreQuarantineJobArgs,
     RestoreQuarantineResult,
     RewriteJobArgs,
@@ -105,6 +107,7 @@ JOBS: dict[str, Job] = {job.name: job for job in (
     Job(names.CLEAN, CleanJobArgs, CleanJobResult),
     Job(names.CONVERT_EQUALITY_DELETES, ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult),
     Job(names.RESTORE_QUARANTINE, RestoreQuarantineJobArgs, RestoreQuarantineResult),
+    Job(names.REPAIR_DELETION_VECTORS, RepairDeletionVectorsJobArgs, RepairDeletionVectorsResult),
     Job(names.BATCH, BatchJobArgs, BatchJobResult),
 )}
 _BY_ARGS: dict[type, Job] = {job.args: job for job in JOBS.values()}

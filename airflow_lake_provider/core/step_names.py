@@ -14,9 +14,10 @@ EXPIRE = "expire"
 CLEAN = "clean"
 CONVERT_EQUALITY_DELETES = "convert_equality_deletes"
 RESTORE_QUARANTINE = "restore_quarantine"
+REPAIR_DELETION_VECTORS = "repair_deletion_vectors"
 
 #: Every step, each with a Spark job of the same name.
-STEPS = (PLAN, REWRITE, EXPIRE, CLEAN, CONVERT_EQUALITY_DELETES, RESTORE_QUARANTINE)
+STEPS = (PLAN, REWRITE, EXPIRE, CLEAN, CONVERT_EQUALITY_DELETES, RESTORE_QUARANTINE, REPAIR_DELETION_VECTORS)
 #: The steps that delete files, which an approval gate may guard.
 DELETING_STEPS = (EXPIRE, CLEAN)
 

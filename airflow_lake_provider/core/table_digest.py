@@ -58,9 +58,14 @@ class TableDigest:
 
 
 def digest_of_table(table: Table) -> TableDigest:
-    """The digest of a table PyIceberg has already loaded (its ``metadata`` and ``metadata_location``),
-    read by the same parser as a metadata file."""
-    return read_table_digest(table.metadata.model_dump_json(), metadata_location=table.metadata_location)
+    """The digest of a table PyIceberg has already loaded, from the metadata file it loaded (read by the
+    table's FileIO: PyIceberg 0.12 refuses to serialize format v3 metadata), or from its model when it
+    has no file."""
+    location = table.metadata_location
+    if not location:
+        return read_table_digest(table.metadata.model_dump_json())
+    with table.io.new_input(location).open() as stream:
+        return read_table_digest(stream.read(), metadata_location=location)
 
 
 def read_table_digest(raw: bytes | str, *, metadata_location: str | None = None) -> TableDigest:
