@@ -235,7 +235,7 @@ class LakeMaintenanceOperator(LakeSparkOperator):
             context["ti"].xcom_push(key=PARTIAL_RESULT_XCOM_KEY, value=failure.partial_result.to_json())
             raise
         finally:
-            if step.said:
+            if step.said and context.get("ti") is not None:  # a script's execute({}) has no task instance
                 context["ti"].xcom_push(key=SUMMARY_XCOM_KEY, value=step.said)
         if ran.after is not None:
             self._table_states = (ran.before, ran.after)
