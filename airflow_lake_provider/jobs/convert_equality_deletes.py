@@ -91,10 +91,6 @@ class ConversionPlan:
         return sum(len(positions) for positions in self.deleted_positions.values())
 
 
-def format_version(spark, jtable) -> int:
-    return int(spark.sparkContext._jvm.org.apache.iceberg.TableUtil.formatVersion(jtable))
-
-
 def _content(content_file) -> str:
     return str(content_file.content().toString())
 
@@ -332,7 +328,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     props[CONVERT_ID_PROPERTY] = uuid.uuid4().hex
     jtable = iceberg.load_table(spark, catalog, table_name)
     before = iceberg.current_snapshot_id(jtable)
-    version = format_version(spark, jtable)
+    version = iceberg.format_version(jtable)
     if version < 2:
         raise ValueError(f"{table_name} is a format v1 table: it has no delete files to convert.")
     writer = write_deletion_vectors if version >= 3 else write_position_delete_files

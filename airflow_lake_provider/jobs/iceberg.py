@@ -41,6 +41,11 @@ def actions(spark):
     return spark._jvm.org.apache.iceberg.spark.actions.SparkActions.get(session)
 
 
+def format_version(jtable) -> int:
+    """The table's format version, from its metadata (no Spark call: a deferred session stays unstarted)."""
+    return int(jtable.operations().current().formatVersion())
+
+
 def current_snapshot_id(jtable) -> int | None:
     jtable.refresh()
     snapshot = jtable.currentSnapshot()

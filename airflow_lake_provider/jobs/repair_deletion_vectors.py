@@ -166,7 +166,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     properties[REPAIR_ID_PROPERTY] = uuid.uuid4().hex
     jtable = iceberg.load_table(spark, catalog, table)
     before = iceberg.current_snapshot_id(jtable)
-    version = int(spark.sparkContext._jvm.org.apache.iceberg.TableUtil.formatVersion(jtable))
+    version = iceberg.format_version(jtable)
     if version < 3:
         return RepairDeletionVectorsResult.unchanged(table, version, before, dry_run=dry_run).to_json()
     outcome: dict[str, Any] = {}

@@ -132,11 +132,11 @@ def _refuse_unsafe_dangling_delete_removal(spark, jtable, options: dict[str, str
         raise ValueError(dangling_delete_removal_refused(version))
 
 
-def _holds_deletion_vectors(spark, jtable) -> bool:
+def _holds_deletion_vectors(jtable) -> bool:
     """Format v3 with delete files in the current snapshot (a v2 table's deletes are never DVs)."""
     snapshot = jtable.currentSnapshot()
-    version = int(spark.sparkContext._jvm.org.apache.iceberg.TableUtil.formatVersion(jtable))
-    return version >= 3 and snapshot is not None and not counts_no_delete_files(iceberg.summary(snapshot))
+    return iceberg.format_version(jtable) >= 3 and snapshot is not None \
+        and not counts_no_delete_files(iceberg.summary(snapshot))
 
 
 def _own_commits(jtable, before: int | None, rewrite_id: str) -> list[Any]:
@@ -169,7 +169,7 @@ class _Run:
                 f"Planned snapshot {planned} of {args.table} is no longer the current snapshot ({before}) "
                 "or one of its ancestors: the table was rolled back or the snapshot expired. Plan again."
             )
-        if _holds_deletion_vectors(spark, jtable):
+        if _holds_deletion_vectors(jtable):
             check_before(spark, catalog, args.table, before, doing="rewrite")  # two DVs for a file: no engine reads it
         expression = _partition_expression(spark, jtable, args.partitions) if args.partitions is not None else None
         _refuse_unsafe_dangling_delete_removal(spark, jtable, args.options)
@@ -269,7 +269,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     position_deletes = _rewrite_position_deletes(job) if args.rewrite_position_deletes else None
     manifests = _rewrite_manifests(job) if args.rewrite_manifests else None
     commits = job.own_commits()
-    if commits and _holds_deletion_vectors(spark, job.scope.jtable):
+    if commits and _holds_deletion_vectors(job.scope.jtable):
         check_after(spark, catalog, args.table, int(commits[-1].snapshotId()), doing="rewrite")
     return RewriteResult.of(
         args,
