@@ -97,6 +97,7 @@ def _event_ids(spark, lake_hook, name: str) -> tuple[list[int], list[int]]:
 
 
 @pytest.mark.slow
+@pytest.mark.both_tracks  # the repair's Java calls: Spark 3.5 ships Guava 14, whose Function is not the JDK's
 def test_a_table_with_two_dvs_for_a_file_is_refused_then_repaired_and_maintained(
         airflow_db, spark, lake_hook, namespace, capfd):
     name = f"{namespace}.events"
