@@ -286,7 +286,8 @@ def test_every_install_line_pins_what_the_install_check_proves():
     provider brings it (both write one ``pyspark/`` directory)."""
     tested = set(re.findall(r"pyspark==([\d.]+)", (DOCS.parent / "scripts" / "check_install.sh").read_text()))
     lines = [(page, line) for page in [DOCS.parent / "README.md", *sorted(DOCS.rglob("*.md"))]
-             for line in page.read_text().splitlines() if "pip install " in line and '"pyspark==' in line]
+             for line in page.read_text().replace("\\\n", " ").splitlines()  # a shell line continued
+             if "pip install " in line and '"pyspark==' in line]
     assert len(lines) >= 4, lines  # the README, the two tracks of getting started, the production image
     for page, line in lines:
         pins = dict(re.findall(r'"(pyspark(?:-client)?)==([\d.]+)"', line))
