@@ -17,12 +17,13 @@ from __future__ import annotations
 
 import importlib
 import logging
+import uuid
 
 import pytest
 
 from airflow_lake_provider.core.job_registry import job_for
 from airflow_lake_provider.jobs.deletion_vectors import read_problems
-from airflow_lake_provider.jobs.repair_deletion_vectors import _no_previous_deletes
+from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.steps.repair_deletion_vectors import RepairDeletionVectorsStep
 from airflow_lake_provider.steps.runner import CatalogTable, run_step
 from conftest import load_dag
@@ -41,11 +42,8 @@ def _jtable(spark, name: str):
 def _commit_dv(spark, name: str, data_file, positions: list[int]) -> None:
     """A DV for ``data_file`` (a Java DataFile, or a stand-in path) committed the way a writer that does not
     merge the file's existing DV commits it: validated from the snapshot it read."""
-    jvm = spark.sparkContext._jvm
     jtable = _jtable(spark, name)
-    factory = (jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(jtable, 7, 7)
-               .format(jvm.org.apache.iceberg.FileFormat.PUFFIN).build())
-    writer = jvm.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _no_previous_deletes(spark))
+    writer = iceberg.deletion_vector_writer(spark, jtable, uuid.uuid4().hex)
     try:
         for position in positions:
             writer.delete(data_file.location(), position, jtable.specs().get(data_file.specId()), data_file.partition())
@@ -97,7 +95,7 @@ def _event_ids(spark, lake_hook, name: str) -> tuple[list[int], list[int]]:
 
 
 @pytest.mark.slow
-@pytest.mark.both_tracks  # the repair's Java calls: Spark 3.5 ships Guava 14, whose Function is not the JDK's
+@pytest.mark.both_tracks  # the repair's Java calls (a py4j callback, the DV classes) on both Spark lines
 def test_a_table_with_two_dvs_for_a_file_is_refused_then_repaired_and_maintained(
         airflow_db, spark, lake_hook, namespace, capfd):
     name = f"{namespace}.events"

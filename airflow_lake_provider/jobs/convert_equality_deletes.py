@@ -229,17 +229,10 @@ def plan_conversion(spark, catalog: str, table_name: str, jtable, timed=_untimed
     )
 
 
-def _file_factory(spark, jtable, file_format: str, operation_id: str):
-    jvm = spark.sparkContext._jvm
-    return (jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(jtable, 0, 0)
-            .format(getattr(jvm.org.apache.iceberg.FileFormat, file_format))
-            .operationId(operation_id).suffix("deletes").build())
-
-
 def write_position_delete_files(spark, jtable, plan: ConversionPlan, operation_id: str) -> list[Any]:
     """Format v2: one file-scoped Parquet position delete file per affected data file."""
     jvm = spark.sparkContext._jvm
-    factory = _file_factory(spark, jtable, "PARQUET", operation_id)
+    factory = iceberg.file_factory(spark, jtable, "PARQUET", operation_id)
     written = []
     for path, positions in plan.deleted_positions.items():
         target = plan.affected[path]
@@ -261,28 +254,9 @@ def write_position_delete_files(spark, jtable, plan: ConversionPlan, operation_i
     return written
 
 
-class _NoPreviousDeletes:
-    """``java.util.function.Function<String, PositionDeleteIndex>`` answering null (py4j callback).
-
-    The positions written already include what a file's old deletion vector deleted, so the DV
-    writer must not merge it again; the old DV is removed in the same commit instead.
-    """
-
-    def apply(self, path):
-        return None
-
-    class Java:
-        implements = ["java.util.function.Function"]
-
-
 def write_deletion_vectors(spark, jtable, plan: ConversionPlan, operation_id: str) -> list[Any]:
     """Format v3: one deletion vector per affected data file (Iceberg's DV writer, one Puffin file)."""
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    jvm = spark.sparkContext._jvm
-    ensure_callback_server_started(spark.sparkContext._gateway)
-    writer = jvm.org.apache.iceberg.deletes.BaseDVFileWriter(
-        _file_factory(spark, jtable, "PUFFIN", operation_id), _NoPreviousDeletes())
+    writer = iceberg.deletion_vector_writer(spark, jtable, operation_id)
     try:
         for path, positions in plan.deleted_positions.items():
             target = plan.affected[path]

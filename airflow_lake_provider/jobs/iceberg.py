@@ -178,3 +178,35 @@ def with_properties(action, properties: dict[str, str]):
     for key, value in properties.items():
         action = action.snapshotProperty(key, str(value))
     return action
+
+
+def file_factory(spark, jtable, file_format: str, operation_id: str):
+    """Iceberg's ``OutputFileFactory`` for the delete files a job writes (``PARQUET`` or ``PUFFIN``), named by
+    the job's ``operation_id``."""
+    jvm = spark.sparkContext._jvm
+    return (jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(jtable, 0, 0)
+            .format(getattr(jvm.org.apache.iceberg.FileFormat, file_format))
+            .operationId(operation_id).suffix("deletes").build())
+
+
+class _NoPreviousDeletes:
+    """``java.util.function.Function<String, PositionDeleteIndex>`` answering null (py4j callback).
+
+    The positions a job writes already include what a file's old deletion vector deleted, so the DV
+    writer must not merge it again; the old DV is removed in the same commit instead.
+    """
+
+    def apply(self, path):
+        return None
+
+    class Java:
+        implements = ["java.util.function.Function"]
+
+
+def deletion_vector_writer(spark, jtable, operation_id: str):
+    """Iceberg's ``BaseDVFileWriter`` (one Puffin file, one DV per data file), merging no earlier DV."""
+    from pyspark.java_gateway import ensure_callback_server_started
+
+    ensure_callback_server_started(spark.sparkContext._gateway)
+    return spark.sparkContext._jvm.org.apache.iceberg.deletes.BaseDVFileWriter(
+        file_factory(spark, jtable, "PUFFIN", operation_id), _NoPreviousDeletes())

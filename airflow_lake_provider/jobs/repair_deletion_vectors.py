@@ -81,24 +81,6 @@ def _read_index(spark, jtable, dv):
     return jvm.org.apache.iceberg.deletes.PositionDeleteIndex.deserialize(buffer.array(), dv)
 
 
-def _no_previous_deletes(spark):
-    """A ``java.util.function.Function`` that finds no earlier DV: the merged index is written whole.
-
-    Guava's ``Functions.forMap`` on an empty map, from a Guava whose ``Function`` is a JDK one (Spark 4
-    ships Guava 33; Spark 3.5's Guava 14 predates that, but it ships Hadoop's relocated Guava 30)."""
-    jvm = spark.sparkContext._jvm
-    jdk_function = jvm.java.lang.Class.forName("java.util.function.Function")
-    guavas = (jvm.com.google.common.base.Functions, jvm.org.apache.hadoop.thirdparty.com.google.common.base.Functions)
-    for functions in guavas:
-        try:
-            candidate = functions.forMap(jvm.java.util.HashMap(), None)
-        except Exception:  # noqa: BLE001 - this Guava is not on the classpath
-            continue
-        if jdk_function.isInstance(candidate):
-            return candidate
-    raise RuntimeError("No Guava with java.util.function.Function on Spark's classpath (Spark ships one).")
-
-
 def _plan(spark, catalog: str, table: str, jtable) -> _Plan | None:
     snapshot = jtable.currentSnapshot()
     if snapshot is None:
@@ -123,12 +105,9 @@ def _plan(spark, catalog: str, table: str, jtable) -> _Plan | None:
     return plan
 
 
-def _write_merged(spark, jtable, plan: _Plan) -> list[Any]:
+def _write_merged(spark, jtable, plan: _Plan, operation_id: str) -> list[Any]:
     """One new DV per repaired data file (in one Puffin file), in the data file's partition."""
-    jvm = spark.sparkContext._jvm
-    factory = (jvm.org.apache.iceberg.io.OutputFileFactory.builderFor(jtable, 1, 1)
-               .format(jvm.org.apache.iceberg.FileFormat.PUFFIN).build())
-    writer = jvm.org.apache.iceberg.deletes.BaseDVFileWriter(factory, _no_previous_deletes(spark))
+    writer = iceberg.deletion_vector_writer(spark, jtable, operation_id)
     try:
         for old, merged in plan.merges:
             first = old[0]  # a DV sits in its data file's spec and partition
@@ -178,7 +157,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
             return Finished("nothing to repair", None)
         if dry_run:
             return Finished("dry run", None)
-        added = _write_merged(spark, jtable, plan) if plan.merges else []
+        added = _write_merged(spark, jtable, plan, properties[REPAIR_ID_PROPERTY]) if plan.merges else []
         try:
             _commit(spark, jtable, plan, added, properties)
         except Exception:
