@@ -287,14 +287,6 @@ def commit_conversion(spark, jtable, plan: ConversionPlan, added: list[Any], pro
     delta.commit()
 
 
-def _delete_quietly(jtable, files: list[Any]) -> None:
-    for path in {str(f.location()) for f in files}:
-        try:
-            jtable.io().deleteFile(path)
-        except Exception:  # noqa: BLE001 - an uncommitted file left behind is an orphan, not a loss
-            pass
-
-
 def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     args = ConvertEqualityDeletesJobArgs.from_json(raw_args).validate()
     table_name, dry_run = args.table, args.dry_run
@@ -308,8 +300,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     writer = write_deletion_vectors if version >= 3 else write_position_delete_files
 
     def ours() -> list[Any]:
-        return [s for s in iceberg.snapshots_after(jtable, before)
-                if iceberg.summary(s).get(CONVERT_ID_PROPERTY) == props[CONVERT_ID_PROPERTY]]
+        return iceberg.commits_tagged(jtable, before, CONVERT_ID_PROPERTY, props[CONVERT_ID_PROPERTY])
 
     outcome: dict[str, Any] = {}
 
@@ -335,7 +326,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         try:
             timed("commit", commit_conversion, spark, jtable, plan, added, props)
         except Exception:
-            _delete_quietly(jtable, added)
+            iceberg.delete_quietly(jtable, added)
             raise
         outcome["added"] = added
         return Finished("committed", None)

@@ -86,6 +86,21 @@ def snapshots_after(jtable, snapshot_id: int | None) -> list[Any]:
     return list(reversed(found))
 
 
+def commits_tagged(jtable, after: int | None, key: str, value: str) -> list[Any]:
+    """The commits since ``after`` whose summary has ``key`` = ``value`` (a job's run id), oldest first."""
+    return [s for s in snapshots_after(jtable, after) if summary(s).get(key) == value]
+
+
+def delete_quietly(jtable, files: list[Any]) -> None:
+    """Delete files a job wrote but never committed; a file left behind is an orphan for clean, not a loss,
+    so a failure here never hides the error that led to it."""
+    for path in {str(f.location()) for f in files}:
+        try:
+            jtable.io().deleteFile(path)
+        except Exception:  # noqa: BLE001 - see above
+            pass
+
+
 def summary(snapshot) -> dict[str, str]:
     return string_map(snapshot.summary())
 

@@ -161,8 +161,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         try:
             _commit(spark, jtable, plan, added, properties)
         except Exception:
-            for path in {str(dv.location()) for dv in added}:
-                jtable.io().deleteFile(path)  # never committed: not an orphan to leave behind
+            iceberg.delete_quietly(jtable, added)
             raise
         outcome["added"] = added
         return Finished("committed", None)
@@ -176,8 +175,8 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
                             give_up=give_up, error=RepairConflict)
     retries.run("repair deletion vectors", repair_once)
     plan: _Plan | None = outcome["plan"]
-    committed = [int(s.snapshotId()) for s in iceberg.snapshots_after(jtable, before)
-                 if iceberg.summary(s).get(REPAIR_ID_PROPERTY) == properties[REPAIR_ID_PROPERTY]]
+    committed = [int(s.snapshotId())
+                 for s in iceberg.commits_tagged(jtable, before, REPAIR_ID_PROPERTY, properties[REPAIR_ID_PROPERTY])]
     if committed and plan is not None:
         check_after(spark, catalog, table, committed[-1], doing="repair")
         repaired = {str(dv.referencedDataFile()): int(dv.recordCount()) for dv in outcome["added"]}

@@ -139,12 +139,6 @@ def _holds_deletion_vectors(jtable) -> bool:
         and not counts_no_delete_files(iceberg.summary(snapshot))
 
 
-def _own_commits(jtable, before: int | None, rewrite_id: str) -> list[Any]:
-    """This run's commits since ``before`` (those carrying its ``lake.rewrite-id``), oldest first."""
-    return [s for s in iceberg.snapshots_after(jtable, before)
-            if iceberg.summary(s).get(REWRITE_ID_PROPERTY) == rewrite_id]
-
-
 @dataclasses.dataclass(frozen=True)
 class _Run:
     """What every stage of one run shares: the arguments, the table and its snapshot before the run, what the
@@ -174,7 +168,7 @@ class _Run:
         expression = _partition_expression(spark, jtable, args.partitions) if args.partitions is not None else None
         _refuse_unsafe_dangling_delete_removal(spark, jtable, args.options)
         props = {**args.snapshot_properties, REWRITE_ID_PROPERTY: uuid.uuid4().hex}
-        own = functools.partial(_own_commits, jtable, before, props[REWRITE_ID_PROPERTY])
+        own = functools.partial(iceberg.commits_tagged, jtable, before, REWRITE_ID_PROPERTY, props[REWRITE_ID_PROPERTY])
         retries = CommitRetries(
             jtable, max_attempts=args.max_attempts, backoff=float(args.retry_backoff_seconds), error=RewriteConflict,
             give_up=lambda attempts: _conflict_message(args.table, attempts, [int(s.snapshotId()) for s in own()]))
