@@ -22,9 +22,9 @@ from collections.abc import Set as AbstractSet
 from typing import TYPE_CHECKING, Any, ClassVar, Generic, Protocol, TypeVar
 
 from airflow_lake_provider.core.coercion import coerce
-from airflow_lake_provider.core.contracts import AirflowRun, Contract
+from airflow_lake_provider.core.contracts import DEFAULT_COMMIT_RETRY, AirflowRun, Contract
 from airflow_lake_provider.core.identifiers import TableIdentifier
-from airflow_lake_provider.core.settings import Setting, field_hints, settings_of
+from airflow_lake_provider.core.settings import Setting, field_hints, setting, settings_of
 from airflow_lake_provider.exceptions import LakeConfigError, LakeJobError
 
 if TYPE_CHECKING:
@@ -94,6 +94,18 @@ class StepFailed(LakeJobError):
     def __init__(self, message: str, *, job: str, partial_result: Contract) -> None:
         super().__init__(message, job=job)
         self.partial_result = partial_result
+
+
+def max_commit_attempts_setting() -> Any:
+    """``max_commit_attempts`` of a step whose job swaps delete files beside other writers (convert, repair)."""
+    return setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
+        "Attempts when the commit conflicts with another writer (1-10)."))
+
+
+def commit_retry_backoff_setting() -> Any:
+    """``commit_retry_backoff_seconds`` of the same steps."""
+    return setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
+        "Wait before the first retry in seconds, or a duration (``'5s'``), doubled for each further one."))
 
 
 @dataclasses.dataclass(kw_only=True)

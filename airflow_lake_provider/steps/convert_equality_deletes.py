@@ -8,7 +8,6 @@ from typing import TYPE_CHECKING, Any, ClassVar, cast
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import Seconds, SnapshotIds
 from airflow_lake_provider.core.contracts import (
-    DEFAULT_COMMIT_RETRY,
     AirflowRun,
     ConvertEqualityDeletesJobArgs,
     ConvertEqualityDeletesResult,
@@ -23,7 +22,14 @@ from airflow_lake_provider.core.snapshots import (
     table_state,
 )
 from airflow_lake_provider.jobs.convert_equality_deletes import CONVERT_ID_PROPERTY
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import (
+    Outcome,
+    Prepared,
+    Step,
+    TableReader,
+    commit_retry_backoff_setting,
+    max_commit_attempts_setting,
+)
 
 if TYPE_CHECKING:
     from pyiceberg.table import Table
@@ -54,10 +60,8 @@ class ConvertEqualityDeletesStep(Step[ConvertEqualityDeletesJobArgs, ConvertEqua
         "current snapshot or one of its ancestors. The current snapshot, which holds every delete the given one "
         "did, is converted."))
     dry_run: bool = setting(False, doc="Plan the conversion in Spark and report its figures; write and commit nothing.")
-    max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
-        "Attempts when the commit conflicts with another writer (1-10)."))
-    commit_retry_backoff_seconds: Seconds = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
-        "Wait before the first retry in seconds, or a duration (``'5s'``), doubled for each further one."))
+    max_commit_attempts: int = max_commit_attempts_setting()
+    commit_retry_backoff_seconds: Seconds = commit_retry_backoff_setting()
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         tags = run.snapshot_properties() if run else {}

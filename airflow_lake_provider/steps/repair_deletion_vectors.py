@@ -8,7 +8,6 @@ from typing import ClassVar, cast
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import Seconds
 from airflow_lake_provider.core.contracts import (
-    DEFAULT_COMMIT_RETRY,
     AirflowRun,
     RepairDeletionVectorsJobArgs,
     RepairDeletionVectorsResult,
@@ -16,7 +15,14 @@ from airflow_lake_provider.core.contracts import (
 from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.snapshots import commits_tagged, parent_of, table_state
 from airflow_lake_provider.jobs.repair_deletion_vectors import REPAIR_ID_PROPERTY
-from airflow_lake_provider.steps.base import Outcome, Prepared, Step, TableReader
+from airflow_lake_provider.steps.base import (
+    Outcome,
+    Prepared,
+    Step,
+    TableReader,
+    commit_retry_backoff_setting,
+    max_commit_attempts_setting,
+)
 
 
 @dataclasses.dataclass(kw_only=True)
@@ -38,10 +44,8 @@ class RepairDeletionVectorsStep(Step[RepairDeletionVectorsJobArgs, RepairDeletio
 
     dry_run: bool = setting(False, doc="Find the duplicated and dangling DVs in Spark and report them; write "
                                        "and commit nothing.")
-    max_commit_attempts: int = setting(DEFAULT_COMMIT_RETRY.max_attempts, doc=(
-        "Attempts when the commit conflicts with another writer (1-10)."))
-    commit_retry_backoff_seconds: Seconds = setting(DEFAULT_COMMIT_RETRY.retry_backoff_seconds, doc=(
-        "Wait before the first retry in seconds, or a duration (``'5s'``), doubled for each further one."))
+    max_commit_attempts: int = max_commit_attempts_setting()
+    commit_retry_backoff_seconds: Seconds = commit_retry_backoff_setting()
 
     def prepare(self, reader: TableReader, run: AirflowRun | None) -> Prepared:
         tags = run.snapshot_properties() if run else {}
