@@ -25,14 +25,16 @@ def commit_equality_deletes(
     partition_path: str | None = None,
     pyiceberg_table=None,
     spec_id: int | None = None,
+    partition: Any = None,
     with_metrics: bool = False,
 ) -> int:
     """Commit one equality delete file deleting every row whose key columns equal one of ``keys``.
 
     ``keys`` are dicts of the same columns (the equality field IDs); ``partition_path`` (e.g.
     ``"day=2026-01-01"``) scopes the delete file to one partition of a partitioned spec, as a
-    Flink writer does; ``None`` writes it under ``spec_id`` (default: the current spec) with no
-    partition, which on an unpartitioned spec is a global delete. ``with_metrics`` records the
+    Flink writer does (``partition``: the same as a Java ``StructLike``, such as a data file's
+    ``partition()`` under ``spec_id``); neither writes it under ``spec_id`` (default: the current
+    spec) with no partition, which on an unpartitioned spec is a global delete. ``with_metrics`` records the
     file's column metrics (value and null counts, lower/upper bounds of the key columns) as Flink
     does, which lets planners skip data files whose key ranges it cannot touch. Returns the new
     snapshot ID.
@@ -76,6 +78,8 @@ def commit_equality_deletes(
         builder = builder.withMetrics(metrics)
     if partition_path is not None:
         builder = builder.withPartitionPath(partition_path)
+    if partition is not None:
+        builder = builder.withPartition(partition)
     jtable.newRowDelta().addDeletes(builder.build()).commit()
     jtable.refresh()
     return int(jtable.currentSnapshot().snapshotId())

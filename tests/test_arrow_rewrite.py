@@ -23,17 +23,17 @@ from lake_checks import FakeTaskInstance, files_on_disk, live_files, spark_finge
 pytestmark = pytest.mark.both_tracks  # Spark 3.5 clusters get the Arrow rewriter too
 
 def test_auto_takes_icebergs_rewriter_where_arrow_cannot_and_leaves_nothing_behind(spark, lake_hook, namespace):
-    # A table with position deletes: auto says why Arrow stays out.
-    deleted = f"{namespace}.deleted"
-    spark.sql(f"CREATE TABLE lake.{deleted} (id BIGINT, day DATE) USING iceberg PARTITIONED BY (day) "
-              "TBLPROPERTIES ('format-version'='2', 'write.delete.mode'='merge-on-read')")
+    # A table with a sort order: auto says why Arrow stays out (Iceberg's writer sorts the new files).
+    ordered = f"{namespace}.ordered"
+    spark.sql(f"CREATE TABLE lake.{ordered} (id BIGINT, day DATE) USING iceberg PARTITIONED BY (day) "
+              "TBLPROPERTIES ('format-version'='2')")
+    spark.sql(f"ALTER TABLE lake.{ordered} WRITE ORDERED BY id")
     for i in range(3):
-        spark.sql(f"INSERT INTO lake.{deleted} VALUES ({i}, DATE '2026-01-01'), ({i + 10}, DATE '2026-01-01')")
-    spark.sql(f"DELETE FROM lake.{deleted} WHERE id = 1")
-    rows = spark_fingerprint(spark, deleted)
-    result = rewrite_job.run(spark, "lake", {"table": deleted, "options": {"min-input-files": "2"}})
-    assert result["rewriter"] == "iceberg" and "delete files" in result["rewriter_note"]
-    assert spark_fingerprint(spark, deleted) == rows and result["rewritten_data_files"] == 3
+        spark.sql(f"INSERT INTO lake.{ordered} VALUES ({i}, DATE '2026-01-01'), ({i + 10}, DATE '2026-01-01')")
+    rows = spark_fingerprint(spark, ordered)
+    result = rewrite_job.run(spark, "lake", {"table": ordered, "options": {"min-input-files": "2"}})
+    assert result["rewriter"] == "iceberg" and "sort order" in result["rewriter_note"]
+    assert spark_fingerprint(spark, ordered) == rows and result["rewritten_data_files"] == 3
 
     # Files added without Iceberg's field IDs (a migrated table): found while reading.
     added = _with_files_without_field_ids(lake_hook, f"{namespace}.added")
@@ -57,16 +57,20 @@ def _with_files_without_field_ids(lake_hook, name: str, *, files: int = 3) -> st
     return name
 
 
-def test_the_rewrite_task_starts_spark_only_when_arrow_hands_the_work_over(lake_hook, namespace):
+def test_the_rewrite_task_starts_spark_only_when_arrow_hands_the_work_over(spark, lake_hook, namespace):
     """The rewrite task as users run it (spark-submit, the operator's defaults). Where the worker expects
-    Arrow, the driver starts no SparkContext; when the job finds files Arrow cannot read by field ID,
-    it deletes what Arrow wrote, starts Spark there and then, and Iceberg's rewriter does the work."""
+    Arrow, the driver starts no SparkContext, also to apply position deletes and drop them once they
+    are dangling; when the job finds files Arrow cannot read by field ID, it deletes what Arrow wrote,
+    starts Spark there and then, and Iceberg's rewriter does the work."""
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
     name = f"{namespace}.handover"
-    table = lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("label", pa.string())]))
+    table = lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("label", pa.string())]),
+                                           properties={"format-version": "2", "write.delete.mode": "merge-on-read"})
     for i in range(3):
         table.append(pa.table({"id": [i, i + 100], "label": [f"b{i}", None]}))
+    spark.sql(f"DELETE FROM lake.{name} WHERE id = 101")  # a position delete file
+    assert live_files(lake_hook.load_table(name))["POSITION_DELETES"] == 1
 
     def rewrite(run: str) -> tuple[dict, str | None]:
         task = IcebergRewriteDataFilesOperator(task_id="rewrite", table=name, options={"min-input-files": "2"})
@@ -76,7 +80,9 @@ def test_the_rewrite_task_starts_spark_only_when_arrow_hands_the_work_over(lake_
     rows = table_fingerprint(lake_hook.load_table(name))
     result, application = rewrite("manual__1")
     assert (result["rewriter"], result["rewritten_data_files"], application) == ("arrow", 3, None), result
-    assert table_fingerprint(lake_hook.load_table(name)) == rows and live_files(lake_hook.load_table(name))["DATA"] == 1
+    assert table_fingerprint(lake_hook.load_table(name)) == rows and rows[0] == 5
+    assert live_files(lake_hook.load_table(name)) == {"DATA": 1, "POSITION_DELETES": 0, "EQUALITY_DELETES": 0}
+    assert result["dangling_deletes"]["removed_position_delete_files"] == 1
 
     _with_files_without_field_ids(lake_hook, name)
     rows = table_fingerprint(lake_hook.load_table(name))
@@ -86,7 +92,26 @@ def test_the_rewrite_task_starts_spark_only_when_arrow_hands_the_work_over(lake_
     table = lake_hook.load_table(name)
     assert table_fingerprint(table) == rows and live_files(table)["DATA"] == 1
     assert result["committed_snapshot_ids"] == [table.current_snapshot().snapshot_id]
-    # On disk: the three PyIceberg files and the first rewrite's file (older snapshots), the three imported
-    # files, the one new file; no file of the abandoned Arrow attempt.
+    # On disk: the three PyIceberg files, Spark's position delete file and the first rewrite's file (older
+    # snapshots), the three imported files, the one new file; no file of the abandoned Arrow attempt.
     data_on_disk = {p for p in files_on_disk(table) if p.endswith(".parquet")}
-    assert len(data_on_disk) == 8, sorted(data_on_disk)
+    assert len(data_on_disk) == 9, sorted(data_on_disk)
+
+
+def test_equality_keys_match_as_icebergs_readers_match_them_not_as_sql(spark, lake_hook, namespace):
+    """An equality delete of 0.0, NaN and NULL: Iceberg's readers delete the rows of 0.0 (not those of
+    -0.0, which SQL calls equal), of NaN (which SQL calls unequal to itself) and of NULL. The Arrow
+    rewriter's files keep exactly the rows Spark's Iceberg reader returned before."""
+    from equality_deletes import commit_equality_deletes
+
+    name = f"{namespace}.zeros"
+    table = lake_hook.catalog.create_table(name, schema=pa.schema([("id", pa.int64()), ("d", pa.float64())]),
+                                           properties={"format-version": "2"})
+    table.append(pa.table({"id": [1, 2, 3, 4, 5], "d": [0.0, -0.0, float("nan"), None, 1.0]}))
+    table.append(pa.table({"id": [6, 7], "d": [-0.0, 0.0]}))
+    commit_equality_deletes(spark, name, [{"d": 0.0}, {"d": float("nan")}, {"d": None}])
+    assert sorted(r.id for r in spark.table(f"lake.{name}").collect()) == [2, 5, 6]
+    result = rewrite_job.run(spark, "lake", {"table": name, "options": {"rewrite-all": "true"}})
+    assert result["rewriter"] == "arrow" and result["removed_equality_delete_files"] == 1, result
+    assert sorted(r.id for r in spark.table(f"lake.{name}").collect()) == [2, 5, 6]
+    assert sorted(lake_hook.load_table(name).scan().to_arrow().column("id").to_pylist()) == [2, 5, 6]

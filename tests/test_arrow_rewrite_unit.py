@@ -17,7 +17,7 @@ SCHEMA = {"fields": [{"id": 1, "name": "id", "type": "long", "required": True},
                      {"id": 3, "name": "ts", "type": "timestamptz", "required": False}]}
 ELIGIBLE = {
     "strategy": "binpack", "schema": SCHEMA, "properties": {}, "format_version": 2, "current_spec_id": 1,
-    "sort_order_fields": 0, "snapshot_summary": {"total-delete-files": "0"}, "location": "file:/lake/db/t",
+    "sort_order_fields": 0, "location": "file:/lake/db/t",
     "options": {"min-input-files": "5", "partial-progress.enabled": "false"},
     "planner_options": ["min-input-files", "target-file-size-bytes"],
 }
@@ -30,8 +30,6 @@ def test_an_append_only_v2_table_on_local_storage_is_eligible():
 @pytest.mark.parametrize(("change", "reason"), [
     ({"strategy": "sort"}, "strategy 'sort' sorts rows"),
     ({"format_version": 3}, "format v3 tables carry row lineage"),
-    ({"snapshot_summary": {"total-delete-files": "2"}}, "has delete files"),
-    ({"snapshot_summary": {}}, "does not count them"),
     ({"options": {"output-spec-id": "0"}}, "output-spec-id names another partition spec"),
     ({"sort_order_fields": 1}, "has a sort order"),
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),

@@ -180,3 +180,25 @@ def test_maintenance_leaves_no_dangling_delete_and_keeps_the_deletes_a_live_file
     assert (dangling["removed_equality_delete_files"], dangling["kept_delete_files"]) == (2, 2)
     assert dangling["snapshot_id"] in xcom["events"]["committed_snapshot_ids"]
     assert xcom["events"]["removed_equality_delete_files"] == 2
+
+
+def test_the_finder_without_spark_finds_what_the_sql_finder_and_icebergs_planner_find(spark, lake_hook, namespace):
+    """The Arrow rewriter's driver starts no Spark: there the dangling deletes come from Iceberg's planner
+    (``_find_by_icebergs_planner``). On a table with every kind of delete file, days 1-3 compacted by
+    Iceberg's action with nothing removed, it finds what the SQL finder finds, and what the judge finds."""
+    from airflow_lake_provider.jobs import dangling_deletes
+    from airflow_lake_provider.jobs import iceberg as jiceberg
+
+    events = f"{namespace}.events"
+    _events_table(spark, lake_hook, events)
+    spark.sql(f"CALL lake.system.rewrite_data_files(table => '{events}', where => \"day < DATE '2026-01-04'\", "
+              "options => map('rewrite-all', 'true', 'use-starting-sequence-number', 'false'))")
+    judge = _dangling_by_iceberg(spark, events)
+    assert judge and _delete_file_counts(spark, events)["EQUALITY_DELETES"] == 3
+    jtable = jiceberg.load_table(spark, "lake", events)
+    by_sql = dangling_deletes.find(spark, "lake", events, jtable, jtable.currentSnapshot())
+    by_planner = dangling_deletes._find_by_icebergs_planner(jtable, jtable.currentSnapshot())
+    for found in (by_sql, by_planner):
+        assert {str(f.location()) for f in found.files} == judge
+    assert (by_planner.position, by_planner.equality, by_planner.kept) == (by_sql.position, by_sql.equality,
+                                                                           by_sql.kept) == (3, 2, 2)

@@ -3,10 +3,11 @@
 The Arrow rewriter (``jobs/arrow_rewrite.py``) keeps Iceberg's planner and Iceberg's commit and
 replaces only the part between them: reading the small files and writing the new ones. It is
 taken only where the files it writes are provably what Iceberg's Spark writer would have
-committed: the same rows (no delete file to apply, no row lineage to carry), the same columns by
-field ID, files of the current partition spec only, no sort order, and a codec both writers
-share. Everything else goes to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility`
-says why, in words a user sees in the task's log and result.
+committed: the same rows (position and equality deletes applied as Iceberg's readers apply them,
+``jobs/arrow_deletes.py``; no row lineage to carry, so no format v3), the same columns by field
+ID, files of the current partition spec only, no sort order, and a codec both writers share.
+Everything else goes to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility` says
+why, in words a user sees in the task's log and result.
 """
 
 from __future__ import annotations
@@ -16,7 +17,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.core.file_metrics import FLOATING_TYPES
-from airflow_lake_provider.core.snapshots import counts_no_delete_files
 
 #: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
 #: Spark action; ``iceberg`` always Iceberg's Spark action; ``arrow`` refuses a table Arrow cannot rewrite.
@@ -56,7 +56,7 @@ def decimal_type(type_name: str) -> tuple[int, int] | None:
 
 def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties: Mapping[str, str],
                         format_version: int, current_spec_id: int, sort_order_fields: int,
-                        snapshot_summary: Mapping[str, str] | None, location: str, options: Mapping[str, str],
+                        location: str, options: Mapping[str, str],
                         planner_options: Iterable[str] | None) -> str | None:
     """Why this rewrite cannot run on Arrow, or ``None`` when it can. Each reason names what differs.
 
@@ -67,8 +67,6 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
         return f"strategy {strategy!r} sorts rows (Arrow only bin-packs)"
     if format_version >= 3:
         return f"format v{format_version} tables carry row lineage and deletion vectors"
-    if snapshot_summary is not None and not counts_no_delete_files(snapshot_summary):
-        return "the table has delete files to apply (or its snapshot does not count them)"
     if str(options.get("output-spec-id", current_spec_id)) != str(current_spec_id):
         return "output-spec-id names another partition spec"
     if sort_order_fields:

@@ -6,7 +6,8 @@ a plain copy does not do (``docs/benchmarks.md``, the profile): Iceberg copies t
 vectorised reader's column batches into rows for Iceberg's row writer. Here Iceberg's own
 ``BinPackRewriteFilePlanner`` makes the file groups (the same groups the Spark action makes from
 the same options), Arrow reads each group's files by Iceberg field ID (a column a file leaves out
-holds its identity partition value, as Iceberg's readers fill it in) and writes the new files in the
+holds its identity partition value, as Iceberg's readers fill it in), applies the position and
+equality deletes Iceberg's planner attached to each file (``jobs/arrow_deletes.py``), and writes the new files in the
 table's codec (gzip where the table names none, as Iceberg's writer) with the field IDs; each file's
 metrics are built from the values written, under the table's metrics modes
 (``core/file_metrics.py``: not read back from Arrow's footer statistics, which leave long values
@@ -15,9 +16,10 @@ Spark action makes: validated from the starting snapshot, with the job's snapsho
 sequence-number choice.
 
 Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
-the Spark action): no delete files, format v1/v2, files of the current spec, no sort order, flat
-columns of common types, a local file system. A file without field IDs, found while reading, turns the whole
-attempt back to the Spark action with every file this attempt wrote deleted.
+the Spark action): format v1/v2 (no deletion vectors, no row lineage), files of the current spec,
+no sort order, flat columns of common types, a local file system. A file without field IDs (or a
+delete file this path cannot apply), found while reading, turns the whole attempt back to the
+Spark action with every file this attempt wrote deleted.
 
 The Parquet work runs in the driver on a thread pool (Arrow releases the GIL): a group's files are
 read in parallel and written into row groups of the table's ``write.parquet.row-group-size-bytes``,
@@ -52,6 +54,7 @@ from airflow_lake_provider.core.file_metrics import (
 )
 from airflow_lake_provider.core.partitions import identity_constants
 from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.jobs.arrow_deletes import GroupDeletes, UnreadableDeletes
 
 #: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
 #: group of thousands of files never sits in memory at once.
@@ -60,7 +63,7 @@ READ_AHEAD = 16
 
 class NotArrowRewritable(Exception):
     """A file the rewrite would read is one Arrow cannot rewrite: without Iceberg's field IDs, with
-    deletes to apply, or of an older partition spec."""
+    deletes this path cannot apply exactly, or of an older partition spec."""
 
 
 def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str | None:
@@ -69,7 +72,6 @@ def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str 
         import pyarrow.parquet  # noqa: F401 - the driver's Python must have it
     except ImportError:
         return "pyarrow is not installed in the Spark driver's Python"
-    snapshot = jtable.currentSnapshot()
     return arrow_ineligibility(
         strategy=strategy,
         schema=_schema_json(jtable),
@@ -77,7 +79,6 @@ def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str 
         format_version=int(jtable.operations().current().formatVersion()),
         current_spec_id=int(jtable.spec().specId()),
         sort_order_fields=int(jtable.sortOrder().fields().size()),
-        snapshot_summary=iceberg.summary(snapshot) if snapshot is not None else None,
         location=str(jtable.location()),
         options=options,
         planner_options=iceberg.strings(
@@ -266,17 +267,14 @@ class _GroupWriter:
         return [output.location for output in self.outputs]
 
     def _files(self) -> list[dict[str, Any]]:
-        """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), refused
-        when one has deletes to apply or belongs to an older partition spec (its rows may belong to
-        several partitions of the current one: Iceberg's writer splits them, this one does not)."""
-        responses = "org.apache.iceberg.rest.responses."
-        response = (iceberg.java_class(self.jtable, responses + "FetchScanTasksResponse").builder(self.jtable.specs())
-                    .withFileScanTasks(self.group.fileScanTasks()).build())
-        document = json.loads(str(iceberg.java_class(self.jtable, responses + "FetchScanTasksResponseParser")
-                                  .toJson(response)))
-        if document.get("delete-files"):
-            raise NotArrowRewritable("a file to rewrite has delete files to apply")
-        files = [task["data-file"] for task in document["file-scan-tasks"]]
+        """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), each with the
+        indexes of its delete files in ``self.deletes`` (``delete-file-references``); refused when one
+        belongs to an older partition spec (its rows may belong to several partitions of the current
+        one: Iceberg's writer splits them, this one does not)."""
+        document = iceberg.scan_tasks_document(self.jtable, self.group.fileScanTasks())
+        self.deletes = GroupDeletes(document.get("delete-files") or [], self.layout.arrow_schema)
+        files = [{**task["data-file"], "delete-file-references": task.get("delete-file-references") or []}
+                 for task in document["file-scan-tasks"]]
         current = int(self.spec.specId())
         if any(int(f["spec-id"]) != current for f in files):
             raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
@@ -288,13 +286,18 @@ class _GroupWriter:
         except ValueError as error:  # a value Python's types do not hold (a date past the year 9999)
             raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
                                      f"{error}") from error
-        return _read_by_field_id(data_file["file-path"], self.layout.arrow_schema, constants)
+        rows = _read_by_field_id(data_file["file-path"], self.layout.arrow_schema, constants)
+        return self.deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
 
     def write(self) -> None:
         import pyarrow as pa
         import pyarrow.parquet as pq
 
         files = self.files
+        try:
+            self.deletes.load(self.pool)
+        except UnreadableDeletes as unreadable:
+            raise NotArrowRewritable(str(unreadable)) from unreadable
         outputs = split_into_outputs([int(f["file-size-in-bytes"]) for f in files],
                                      max(1, int(self.group.expectedOutputFiles())))
         tables = _bounded_map(self.pool, self._read, files, ahead=READ_AHEAD)
@@ -314,6 +317,8 @@ class _GroupWriter:
 
         try:
             for output, table in zip(outputs, tables, strict=True):
+                if table.num_rows == 0:  # every row deleted: no file for it (Iceberg's writer writes none)
+                    continue
                 if output != current:
                     if writer is not None:
                         flush()

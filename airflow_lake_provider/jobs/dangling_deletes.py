@@ -20,6 +20,10 @@ rules (``DeleteFileIndex``) for when a delete file applies to a live data file:
   Spark planning job's matching (:func:`plan._equality_matches`), which the tests compare with
   Iceberg's own planner.
 
+A driver that has not started Spark (the Arrow rewriter's) asks Iceberg's own planner instead, on
+tables of up to :data:`PLANNER_FILE_LIMIT` data files: the delete files it attaches to no live data
+file (``newScan().planFiles()``, the tests' judge of the SQL rules).
+
 A delete file that applies to no live data file is dangling; the rest (and any file the rules
 do not cover) stay. The dangling ones are removed in one ``RewriteFiles`` commit (operation
 ``replace``: no reader and no incremental consumer sees a data change), based on the snapshot they
@@ -37,9 +41,13 @@ from typing import Any
 from airflow_lake_provider.core.snapshots import counts_no_delete_files
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs import plan as plan_job
+from airflow_lake_provider.jobs.session import spark_started
 
 #: Set on the commit: how many delete files it removed (finds it among the run's commits).
 DANGLING_PROPERTY = "lake.dangling-delete-files-removed"
+#: Up to this many live data files, a driver without Spark asks Iceberg's planner (seconds) instead of
+#: starting Spark for the SQL finder.
+PLANNER_FILE_LIMIT = 20_000
 _POSITION, _EQUALITY = 1, 2
 
 
@@ -56,6 +64,13 @@ class Dangling:
     position: int = 0
     equality: int = 0
     kept: int = 0
+
+    def add(self, delete_file) -> None:
+        self.files.append(delete_file)
+        if str(delete_file.content()) == "EQUALITY_DELETES":
+            self.equality += 1
+        else:
+            self.position += 1
 
 
 def _delete_rows(spark, catalog: str, table_name: str, jtable, snapshot) -> list[dict[str, Any]]:
@@ -117,42 +132,46 @@ def find(spark, catalog: str, table_name: str, jtable, snapshot) -> Dangling:
     if snapshot is None:
         return Dangling(None)
     snapshot_id = int(snapshot.snapshotId())
-    if counts_no_delete_files(iceberg.summary(snapshot)):
+    summary = iceberg.summary(snapshot)
+    if counts_no_delete_files(summary):
         return Dangling(snapshot_id)
+    if not spark_started(spark) and int(summary.get("total-data-files", PLANNER_FILE_LIMIT + 1)) <= PLANNER_FILE_LIMIT:
+        return _find_by_icebergs_planner(jtable, snapshot)
     rows = _delete_rows(spark, catalog, table_name, jtable, snapshot)
     # A delete file without a data sequence number (never expected in v2+) is never called dangling.
     dangling = [r for r in rows if not r["needed"] and r["d_content"] in (_POSITION, _EQUALITY) and r["d_seq"] > 0]
     found = Dangling(snapshot_id, kept=len(rows) - len(dangling))
     if not dangling:
         return found
-    wanted = {(r["d_path"], r["d_offset"]): int(r["d_content"]) for r in dangling}
-    paths, manifests = {path for path, _ in wanted}, {r["manifest"] for r in dangling}
-    jvm = spark._jvm
-    io, specs = jtable.io(), jtable.specs()
-    for manifest in snapshot.deleteManifests(io):
-        if str(manifest.path()) not in manifests:
-            continue
-        reader = jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
-        try:
-            files = reader.iterator()  # live entries only
-            while files.hasNext():
-                delete_file = files.next()
-                path = str(delete_file.location())
-                if path not in paths:
-                    continue
-                offset = delete_file.contentOffset()
-                content = wanted.pop((path, int(offset) if offset is not None else None), None)
-                if content is None:
-                    continue
-                found.files.append(delete_file.copy())
-                if content == _POSITION:
-                    found.position += 1
-                else:
-                    found.equality += 1
-        finally:
-            reader.close()
+    wanted = {(r["d_path"], r["d_offset"]) for r in dangling}
+    for delete_file in iceberg.live_delete_files(jtable, snapshot, {r["manifest"] for r in dangling}):
+        key = (str(delete_file.location()), _offset(delete_file))
+        if key in wanted:
+            wanted.discard(key)
+            found.add(delete_file)
     found.kept += len(wanted)  # not found in the manifests (never expected): they stay
     return found
+
+
+def _find_by_icebergs_planner(jtable, snapshot) -> Dangling:
+    """What :func:`find` finds, from Iceberg's own planner: the delete files it attaches to no live data
+    file. For a driver that has not started Spark (the Arrow rewriter's), on tables of up to
+    :data:`PLANNER_FILE_LIMIT` data files, where a Spark application would cost more than the plan."""
+    snapshot_id = int(snapshot.snapshotId())
+    applied = iceberg.applied_delete_files(jtable, snapshot_id)
+    found = Dangling(snapshot_id)
+    for delete_file in iceberg.live_delete_files(jtable, snapshot):
+        sequence = delete_file.dataSequenceNumber()
+        if (str(delete_file.location()), _offset(delete_file)) in applied or sequence is None or int(sequence) <= 0:
+            found.kept += 1
+        else:
+            found.add(delete_file)
+    return found
+
+
+def _offset(delete_file) -> int | None:
+    offset = delete_file.contentOffset()
+    return int(offset) if offset is not None else None
 
 
 def drop(spark, catalog: str, table_name: str, jtable, properties: dict[str, str]) -> tuple[dict[str, Any], str | None]:

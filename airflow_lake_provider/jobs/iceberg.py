@@ -8,6 +8,7 @@ function for orphan files.
 from __future__ import annotations
 
 import json
+from collections.abc import Iterator
 from typing import Any
 
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
@@ -99,6 +100,45 @@ def delete_quietly(jtable, files: list[Any]) -> None:
             jtable.io().deleteFile(path)
         except Exception:  # noqa: BLE001 - see above
             pass
+
+
+def live_delete_files(jtable, snapshot, manifest_paths: set[str] | None = None) -> Iterator[Any]:
+    """The live delete files of ``snapshot`` (Java ``DeleteFile``s, each its own copy), from its delete
+    manifests (only those at ``manifest_paths`` when given)."""
+    io, specs = jtable.io(), jtable.specs()
+    readers = java_class(jtable, "org.apache.iceberg.ManifestFiles")
+    for manifest in snapshot.deleteManifests(io):
+        if manifest_paths is not None and str(manifest.path()) not in manifest_paths:
+            continue
+        reader = readers.readDeleteManifest(manifest, io, specs)
+        try:
+            files = reader.iterator()  # live entries only
+            while files.hasNext():
+                yield files.next().copy()
+        finally:
+            reader.close()
+
+
+def applied_delete_files(jtable, snapshot_id: int) -> set[tuple[str, int | None]]:
+    """(location, content offset) of every delete file Iceberg's own planner attaches to a live data file
+    of the snapshot: the deletes some reader applies. In two round trips (Iceberg's JSON of the scan
+    tasks, which lists each delete file once), not several per data file."""
+    tasks = jtable.newScan().useSnapshot(snapshot_id).planFiles()
+    try:
+        planned = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(tasks)
+    finally:
+        tasks.close()
+    deletes = scan_tasks_document(jtable, planned).get("delete-files") or []
+    return {(d["file-path"], d.get("content-offset")) for d in deletes}
+
+
+def scan_tasks_document(jtable, tasks) -> dict[str, Any]:
+    """File scan tasks (a Java collection) as Iceberg's own JSON, in one round trip: ``file-scan-tasks``
+    (each with its ``data-file`` and the indexes of its ``delete-file-references``) and ``delete-files``."""
+    responses = "org.apache.iceberg.rest.responses."
+    response = java_class(jtable, responses + "FetchScanTasksResponse").builder(jtable.specs()).withFileScanTasks(
+        tasks).build()
+    return json.loads(str(java_class(jtable, responses + "FetchScanTasksResponseParser").toJson(response)))
 
 
 def summary(snapshot) -> dict[str, str]:

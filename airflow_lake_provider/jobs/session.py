@@ -184,6 +184,11 @@ class DeferredSparkSession:
             self._gateway.close()
 
 
+def spark_started(spark) -> bool:
+    """Whether ``spark`` runs a SparkContext (a :class:`DeferredSparkSession` starts one only when used)."""
+    return not isinstance(spark, DeferredSparkSession) or spark.started
+
+
 def spark_master(spark) -> str:
     """The master the application was submitted to, without starting a :class:`DeferredSparkSession`
     (spark-submit's setting, among the driver's system properties)."""

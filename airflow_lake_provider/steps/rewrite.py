@@ -102,8 +102,8 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
         "Fail when no plan arrives instead of rewriting the whole table (the maintenance group sets it)."))
     rewriter: Annotated[str, OneOf(REWRITERS)] = setting(_job("rewriter"), doc=(
         "Who reads and writes the Parquet of a bin-pack rewrite. ``auto``: Arrow, with Iceberg's planner and "
-        "Iceberg's validated commit, where the result is provably the same (no delete files, format v1/v2, one "
-        "partition spec, no sort order, flat columns, local storage); Iceberg's Spark action for every other "
+        "Iceberg's validated commit, where the result is provably the same (format v1/v2 with their deletes "
+        "applied, one partition spec, no sort order, flat columns, local storage); Iceberg's Spark action for every other "
         "table, the reason in ``rewriter_note``. ``iceberg``: always Iceberg's Spark action. ``arrow``: refuse a "
         "table Arrow cannot rewrite."))
 
@@ -269,14 +269,11 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
 
 def arrow_ineligibility_of(table: Table, args: RewriteJobArgs) -> str | None:
     """:func:`~airflow_lake_provider.core.arrow_rewrite.arrow_ineligibility` from PyIceberg's view of the table."""
-    snapshot = table.current_snapshot()
     return arrow_ineligibility(
         strategy=args.strategy, schema=json.loads(table.schema().model_dump_json()),
         properties=dict(table.properties), format_version=int(table.metadata.format_version),
         current_spec_id=table.spec().spec_id,
         sort_order_fields=len(table.sort_order().fields),
-        snapshot_summary=(dict(snapshot.summary.additional_properties) if snapshot is not None and snapshot.summary
-                          else None),
         location=table.location(), options=args.options, planner_options=None)
 
 

@@ -1,0 +1,178 @@
+"""Deletes applied while the Arrow rewriter reads: a data file's rows as a reader of the table gets them.
+
+Iceberg's planner attaches to each file scan task the delete files that apply to it (sequence
+numbers and partition scope already decided: ``FetchScanTasksResponse``'s ``delete-file-references``).
+Here they are applied as Iceberg's readers apply them (``DeleteFilter``):
+
+* position deletes: the rows at the positions a delete file lists for this data file's exact path;
+* equality deletes: the rows whose values of the delete file's equality fields equal one of its rows,
+  compared as Iceberg compares them (``StructLikeSet``): NULL equals NULL, and floating-point values by
+  Java's ``Double.compare`` (every NaN one value, ``-0.0`` apart from ``0.0``), not as SQL does.
+
+Each delete file is read once per file group, however many of the group's data files it applies to.
+Deletion vectors are not read here: format v3 tables stay with Iceberg's writer (row lineage).
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass
+from decimal import Decimal
+from typing import Any
+
+#: Iceberg's reserved field IDs of a position delete file's columns.
+FILE_PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545
+
+
+class UnreadableDeletes(Exception):
+    """A delete file this path cannot apply exactly as Iceberg would (the rewrite goes to Iceberg's action)."""
+
+
+@dataclass(frozen=True)
+class _EqualityDeletes:
+    field_ids: tuple[int, ...]
+    keys: Any  # pyarrow.Table of the key columns as _key_table makes them
+
+
+def _local(path: str) -> str:
+    return path[len("file:"):] if path.startswith("file:") else path
+
+
+def _columns_by_field_id(path: str, field_ids: list[int]) -> dict[int, Any]:
+    import pyarrow.parquet as pq
+
+    table = pq.ParquetFile(_local(path)).read(use_threads=False)
+    found = {}
+    for index, field in enumerate(table.schema):
+        field_id = (field.metadata or {}).get(b"PARQUET:field_id")
+        if field_id is not None and int(field_id) in field_ids:
+            found[int(field_id)] = table.column(index)
+    missing = sorted(set(field_ids) - set(found))
+    if missing:
+        raise UnreadableDeletes(f"delete file {path} has no column with field IDs {missing}")
+    return found
+
+
+def _key_column(column, arrow_type):
+    """One equality column as two join keys (is it NULL, its value with NULL filled) compared as Iceberg
+    compares: floating-point values by their bits, NaN made one value first (Java's ``Double.compare``)."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    column = column.combine_chunks() if isinstance(column, pa.ChunkedArray) else column
+    if column.type != arrow_type:
+        column = column.cast(arrow_type)
+    is_null = column.is_null()
+    if pa.types.is_floating(arrow_type):
+        width = pa.int32() if arrow_type == pa.float32() else pa.int64()
+        column = pc.if_else(pc.is_nan(column), pa.scalar(float("nan"), arrow_type), column).view(width)
+    elif pa.types.is_date32(arrow_type):
+        column = column.view(pa.int32())
+    elif pa.types.is_timestamp(arrow_type):
+        column = column.view(pa.int64())
+    if pa.types.is_boolean(column.type):
+        filler: Any = False
+    elif pa.types.is_integer(column.type):
+        filler = 0
+    elif pa.types.is_decimal(column.type):
+        filler = Decimal(0)
+    elif pa.types.is_string(column.type) or pa.types.is_large_string(column.type):
+        filler = ""
+    else:
+        filler = b""
+    return is_null, pc.fill_null(column, pa.scalar(filler, column.type))
+
+
+def _key_table(columns: list[Any], arrow_types: list[Any]):
+    import pyarrow as pa
+
+    arrays, names = [], []
+    for index, (column, arrow_type) in enumerate(zip(columns, arrow_types, strict=True)):
+        is_null, value = _key_column(column, arrow_type)
+        arrays += [is_null, value]
+        names += [f"null_{index}", f"value_{index}"]
+    return pa.Table.from_arrays(arrays, names=names)
+
+
+def _row_numbers(count: int):
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    return pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), count)), 1)
+
+
+class GroupDeletes:
+    """The delete files of one file group, read once (``load``), applied to each data file (``apply``).
+
+    ``documents``: the group's ``delete-files`` (Iceberg's content-file JSON); ``arrow_schema``: the
+    table's current schema, each field with its field ID (equality values are compared in its types).
+    """
+
+    def __init__(self, documents: list[dict[str, Any]], arrow_schema) -> None:
+        self.documents = documents
+        self.types = {int(f.metadata[b"PARQUET:field_id"]): f.type for f in arrow_schema}
+        self.positions: list[dict[str, Any]] = [{} for _ in documents]
+        self.equality: list[_EqualityDeletes | None] = [None] * len(documents)
+
+    def load(self, pool) -> None:
+        """Read every delete file of the group, on ``pool``."""
+        for _ in pool.map(self._load, range(len(self.documents))):
+            pass
+
+    def _load(self, index: int) -> None:
+        document = self.documents[index]
+        path, content = document["file-path"], document["content"]
+        if document.get("file-format", "parquet").lower() != "parquet":
+            raise UnreadableDeletes(f"delete file {path} is not Parquet")
+        if content == "position-deletes":
+            if document.get("content-offset") is not None:
+                raise UnreadableDeletes(f"{path} holds deletion vectors")
+            self.positions[index] = self._positions(path)
+        elif content == "equality-deletes":
+            field_ids = tuple(int(i) for i in document["equality-ids"])
+            unknown = [i for i in field_ids if i not in self.types]
+            if unknown:
+                raise UnreadableDeletes(f"equality delete file {path} compares fields {unknown}, which the "
+                                        "table's current schema no longer has")
+            columns = _columns_by_field_id(path, list(field_ids))
+            self.equality[index] = _EqualityDeletes(
+                field_ids, _key_table([columns[i] for i in field_ids], [self.types[i] for i in field_ids]))
+        else:
+            raise UnreadableDeletes(f"delete file {path} has content {content!r}")
+
+    @staticmethod
+    def _positions(path: str) -> dict[str, Any]:
+        """The positions a position delete file lists, by the data file path they are for."""
+        import pyarrow as pa
+
+        columns = _columns_by_field_id(path, [FILE_PATH_FIELD_ID, POS_FIELD_ID])
+        table = pa.table({"file": columns[FILE_PATH_FIELD_ID], "pos": columns[POS_FIELD_ID].cast(pa.int64())})
+        grouped = table.group_by("file").aggregate([("pos", "list")])
+        lists = grouped.column("pos_list").combine_chunks()
+        return {file: lists[index].values for index, file in enumerate(grouped.column("file").to_pylist())}
+
+    def apply(self, table, data_path: str, references: list[int]):
+        """``table`` (every row of the data file at ``data_path``, in the file's order, in the current
+        schema) without the rows the delete files at ``references`` delete."""
+        import pyarrow as pa
+        import pyarrow.compute as pc
+
+        if not references or table.num_rows == 0:
+            return table
+        deleted = [self.positions[i][data_path] for i in references if data_path in self.positions[i]]
+        by_fields: dict[tuple[int, ...], list[Any]] = {}
+        for index in references:
+            equality = self.equality[index]
+            if equality is not None:
+                by_fields.setdefault(equality.field_ids, []).append(equality.keys)
+        rows = _row_numbers(table.num_rows)
+        ids = {int(f.metadata[b"PARQUET:field_id"]): position for position, f in enumerate(table.schema)}
+        for field_ids, key_tables in by_fields.items():
+            keys = pa.concat_tables(key_tables)
+            data_keys = _key_table([table.column(ids[i]) for i in field_ids], [self.types[i] for i in field_ids])
+            data_keys = data_keys.append_column("row", rows)
+            matched = data_keys.join(keys, keys=keys.column_names, join_type="left semi")
+            deleted.append(matched.column("row").combine_chunks())
+        if not deleted:
+            return table
+        gone = pa.concat_arrays([d.cast(pa.int64()) for d in deleted])
+        return table.filter(pc.invert(pc.is_in(rows, value_set=gone)))
