@@ -21,6 +21,9 @@ import pytest
 import bad_input_catalogue
 import generated_pages
 from postgres_server import CATALOG_PASSWORD, CATALOG_USER, postgres_server  # noqa: F401 - a session fixture
+# One SeaweedFS for the whole session: a test module importing the fixture itself would start its own,
+# and Hadoop caches S3A file systems by bucket, so a second server behind the same bucket name is never reached.
+from seaweedfs_server import seaweedfs_server  # noqa: F401 - a session fixture
 
 REPO = Path(__file__).resolve().parent.parent
 _ROOT = Path(tempfile.mkdtemp(prefix="lake-tests-"))

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import pytest
 
+from airflow_lake_provider.core.object_storage import s3_options_from_file_io, s3_options_from_s3a, s3_path
 from airflow_lake_provider.core.arrow_rewrite import (
     arrow_ineligibility,
     dictionary_columns,
@@ -23,8 +24,33 @@ ELIGIBLE = {
 }
 
 
-def test_an_append_only_v2_table_on_local_storage_is_eligible():
+def test_a_v2_table_on_local_storage_or_s3_is_eligible():
     assert arrow_ineligibility(**ELIGIBLE) is None
+    assert arrow_ineligibility(**{**ELIGIBLE, "location": "s3a://bucket/db/t",
+                                  "properties": {"write.data.path": "s3://other/data"}}) is None
+
+
+def test_s3_options_are_the_ones_the_tables_fileio_uses():
+    """pyarrow reaches S3 with S3FileIO's properties (a vended credential for the location winning) or
+    Hadoop's S3A settings (per bucket first), never with a second configuration."""
+    properties = {"s3.endpoint": "http://127.0.0.1:8333", "s3.access-key-id": "AK", "s3.secret-access-key": "SK",
+                  "s3.path-style-access": "true", "client.region": "eu-west-1"}
+    vended = [("s3://lake/", {"s3.access-key-id": "ASIA1", "s3.secret-access-key": "S1", "s3.session-token": "T1"}),
+              ("s3://lake/db/t", {"s3.access-key-id": "ASIA2", "s3.secret-access-key": "S2", "s3.session-token": "T2"}),
+              ("s3://other/", {"s3.access-key-id": "ASIA3", "s3.secret-access-key": "S3"})]
+    assert s3_options_from_file_io(properties, "s3://lake/db/t/data/f.parquet", vended) == {
+        "endpoint_override": "127.0.0.1:8333", "scheme": "http", "region": "eu-west-1",
+        "access_key": "ASIA2", "secret_key": "S2", "session_token": "T2"}
+    # Virtual-host addressing where S3FileIO would use it; the default chain where no key is named.
+    assert s3_options_from_file_io({"s3.endpoint": "https://s3.example.com"}, "s3://b/k") == {
+        "endpoint_override": "s3.example.com", "scheme": "https", "force_virtual_addressing": True}
+    hadoop = {"fs.s3a.endpoint": "127.0.0.1:9000", "fs.s3a.connection.ssl.enabled": "false",
+              "fs.s3a.path.style.access": "true", "fs.s3a.access.key": "AK", "fs.s3a.secret.key": "SK",
+              "fs.s3a.bucket.special.access.key": "AK2", "fs.s3a.bucket.special.secret.key": "SK2"}
+    assert s3_options_from_s3a(hadoop.get, "lake") == {"endpoint_override": "127.0.0.1:9000", "scheme": "http",
+                                                      "access_key": "AK", "secret_key": "SK"}
+    assert s3_options_from_s3a(hadoop.get, "special")["access_key"] == "AK2"
+    assert s3_path("s3a://lake/db/t/data/f.parquet") == "lake/db/t/data/f.parquet"
 
 
 @pytest.mark.parametrize(("change", "reason"), [
@@ -35,8 +61,8 @@ def test_an_append_only_v2_table_on_local_storage_is_eligible():
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),
     ({"properties": {"write.parquet.compression-codec": "lz4"}}, "codec 'lz4'"),
     ({"properties": {"write.parquet.bloom-filter-enabled.column.id": "true"}}, "bloom filters"),
-    ({"location": "s3://bucket/db/t"}, "not on a local file system"),
-    ({"properties": {"write.data.path": "s3://bucket/data"}}, "not on a local file system"),
+    ({"location": "gs://bucket/db/t"}, "neither on a local file system nor on S3"),
+    ({"properties": {"write.data.path": "s3://bucket/data"}}, "neither on a local file system nor on S3"),
     ({"options": {"shuffle-partitions-per-file": "2"}}, "options ['shuffle-partitions-per-file'] are for Iceberg's"),
     ({"schema": {"fields": [{"id": 1, "name": "attrs", "type": {"type": "struct", "fields": []}}]}},
      "column 'attrs' has type struct, which Arrow does not rewrite here"),

@@ -29,7 +29,6 @@ from airflow_lake_provider.core.lease import (
 from airflow_lake_provider.core.contracts import AirflowRun
 from airflow_lake_provider.exceptions import LakeConfigError
 from metastore_server import hive_metastore  # noqa: F401 - the session fixture
-from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 NOW = 1_800_000_000_000
 TOKEN = "0" * 31 + "1"

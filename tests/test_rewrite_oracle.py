@@ -27,6 +27,7 @@ shrinking) after the regression cases: the issue's table and any failing example
 from __future__ import annotations
 
 import datetime as dt
+import json
 import math
 import os
 import struct
@@ -42,6 +43,7 @@ from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 from lake_checks import append_without_partition_columns, local_path
 
+from airflow_lake_provider.core.object_storage import s3_path
 from airflow_lake_provider.jobs import iceberg as jiceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 from airflow_lake_provider.jobs.dangling_deletes import DANGLING_PROPERTY
@@ -111,6 +113,22 @@ class Recipe:
     format_version: int = 2
     codec: str | None = None  # write.parquet.compression-codec; None: unset (Iceberg's writer takes gzip)
     deletes: tuple[Delete, ...] = ()
+
+
+@dataclass(frozen=True)
+class Where:
+    """The catalog the oracle's tables are in (its name in the shared Spark session) and how their files open."""
+
+    catalog: str = "lake"
+    filesystem: Any = None  # a pyarrow S3 file system for tables on S3; None: local paths
+
+    def parquet(self, location: str):
+        if self.filesystem is None:
+            return pq.ParquetFile(local_path(location))
+        return pq.ParquetFile(s3_path(location), filesystem=self.filesystem)
+
+
+LOCAL = Where()
 
 
 # ---- generation ---------------------------------------------------------------------------------
@@ -257,7 +275,7 @@ def _deletes_of_every_kind() -> Recipe:
 
 REGRESSIONS = [_issue_table(), _partition_only_in_metadata(), _deletes_of_every_kind()]
 #: What the oracle checked in this run, for the figures block of docs/safety.md.
-CHECKED = {"tables": 0, "with_deletes": 0, "files": 0, "filters": 0}
+CHECKED = {"tables": 0, "with_deletes": 0, "on_s3": 0, "files": 0, "filters": 0}
 #: Filters Iceberg's own compaction answered wrongly (reported, not failed: the oracle's judge errs there),
 #: with the truth and Iceberg's answer.
 ICEBERG_WRONG: list[tuple[str, int, int]] = []
@@ -291,7 +309,7 @@ def _mode_property(name: str) -> str:
     return f"write.metadata.metrics.column.{name}"
 
 
-def build(spark, catalog, name: str, recipe: Recipe) -> None:
+def build(spark, catalog, name: str, recipe: Recipe, where: Where = LOCAL) -> None:
     """``name`` as the recipe writes it: PyIceberg appends (one file per partition each), the schema
     evolved between phases, and files without their partition column committed through Java."""
     from pyiceberg.partitioning import PartitionField, PartitionSpec
@@ -322,18 +340,19 @@ def build(spark, catalog, name: str, recipe: Recipe) -> None:
             data = pa.Table.from_pylist([dict(zip([c.name for c in current], row)) for row in batch.rows],
                                         schema=arrow_schema)
             if batch.by_path:
+                assert where is LOCAL, "files without their partition column are written locally"
                 append_without_partition_columns(spark, table, name, data, [(recipe.partition, batch.partition)])
             else:
                 table.append(data)
             table = catalog.load_table(name)
     if recipe.deletes:
-        delete_rows(spark, catalog, name, recipe, current)
+        delete_rows(spark, catalog, name, recipe, current, where)
 
 
-def _ordered_rows(spark, name: str) -> list[dict]:
+def _ordered_rows(spark, name: str, where: Where) -> list[dict]:
     """The table's rows with the data file each is in, in an order fixed by their values."""
     rows = [{k: bytes(v) if isinstance(v, bytearray) else v for k, v in row.asDict().items()}
-            for row in spark.sql(f"SELECT *, _file FROM lake.{name}").collect()]
+            for row in spark.sql(f"SELECT *, _file FROM {where.catalog}.{name}").collect()]
     return sorted(rows, key=lambda row: [(k, _plain(v)) for k, v in sorted(row.items()) if k != "_file"])
 
 
@@ -341,13 +360,14 @@ def _key(type_name: str, value: Any) -> Any:
     return _utc(value) if type_name == "timestamptz" and value is not None else value
 
 
-def delete_rows(spark, catalog, name: str, recipe: Recipe, current: list[Column]) -> None:
+def delete_rows(spark, catalog, name: str, recipe: Recipe, current: list[Column], where: Where) -> None:
     """The recipe's deletes, in order (:class:`Delete`)."""
     from equality_deletes import commit_equality_deletes
 
-    spark.sql(f"ALTER TABLE lake.{name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
+    table_name = f"{where.catalog}.{name}"
+    spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.mode'='merge-on-read')")
     for delete in recipe.deletes:
-        rows = _ordered_rows(spark, name)
+        rows = _ordered_rows(spark, name, where)
         if not rows:
             return
         columns = [current[i % len(current)] for i in delete.columns]
@@ -355,10 +375,10 @@ def delete_rows(spark, catalog, name: str, recipe: Recipe, current: list[Column]
         if delete.kind == "position":
             column, value = columns[0], first[columns[0].name]
             condition = f"`{column.name}` IS NULL" if value is None else f"`{column.name}` = {_literal(column.type, value)}"
-            spark.sql(f"ALTER TABLE lake.{name} SET TBLPROPERTIES ('write.delete.granularity'='{delete.granularity}')")
-            spark.sql(f"DELETE FROM lake.{name} WHERE {condition}")
+            spark.sql(f"ALTER TABLE {table_name} SET TBLPROPERTIES ('write.delete.granularity'='{delete.granularity}')")
+            spark.sql(f"DELETE FROM {table_name} WHERE {condition}")
             continue
-        jtable = jiceberg.load_table(spark, "lake", name)
+        jtable = jiceberg.load_table(spark, where.catalog, name)
         tasks = jtable.newScan().planFiles().iterator()
         data_file = None
         while data_file is None and tasks.hasNext():
@@ -368,7 +388,8 @@ def delete_rows(spark, catalog, name: str, recipe: Recipe, current: list[Column]
                           or _plain(r[recipe.partition]) == _plain(first[recipe.partition])]
         picked = [first, *(same_partition[p % len(same_partition)] for p in delete.picks[1:])]
         commit_equality_deletes(spark, name, [{c.name: _key(c.type, r[c.name]) for c in columns} for r in picked],
-                                pyiceberg_table=catalog.load_table(name), spec_id=int(data_file.specId()),
+                                catalog=where.catalog, pyiceberg_table=catalog.load_table(name),
+                                spec_id=int(data_file.specId()),
                                 partition=data_file.partition() if recipe.partition else None)
         if delete.append_again:
             arrow_schema = pa.schema([pa.field(c.name, _arrow_type(c.type)) for c in current])
@@ -465,19 +486,20 @@ def _schema_columns(table) -> list[tuple[int, str, str]]:
     return [(field.field_id, field.name, str(field.field_type)) for field in table.schema().fields]
 
 
-def _modes(spark, name: str) -> dict[str, str]:
-    jtable = jiceberg.load_table(spark, "lake", name)
+def _modes(spark, name: str, where: Where) -> dict[str, str]:
+    jtable = jiceberg.load_table(spark, where.catalog, name)
     config = jiceberg.java_class(jtable, "org.apache.iceberg.MetricsConfig").forTable(jtable)
     schema = jtable.schema()
     return {str(f.name()): str(config.columnMode(f.name())) for f in schema.columns()}
 
 
-def check_file_metrics(data_file, table, modes: dict[str, str], *, zeros_both_signs: bool) -> list[tuple[str, str]]:
+def check_file_metrics(data_file, table, modes: dict[str, str], *, zeros_both_signs: bool,
+                       where: Where = LOCAL) -> list[tuple[str, str]]:
     """Each way ``data_file``'s metrics misstate the file it names, as (column, what): empty if none."""
     from pyiceberg.conversions import from_bytes
 
     problems = []
-    data = pq.read_table(local_path(data_file.file_path))
+    data = where.parquet(data_file.file_path).read()
     by_id = {int(f.metadata[b"PARQUET:field_id"]): data.column(i) for i, f in enumerate(data.schema)}
     for field_id, name, type_name in _schema_columns(table):
         mode = modes[name]
@@ -486,37 +508,37 @@ def check_file_metrics(data_file, table, modes: dict[str, str], *, zeros_both_si
             continue  # an untouched file without the column: Iceberg's reader fills it
         values = column.to_pylist()
         present = [v for v in values if v is not None and not (isinstance(v, float) and math.isnan(v))]
-        where = f"{local_path(data_file.file_path).rsplit('/', 1)[-1]} column {name} ({type_name}, {mode})"
+        at = f"{data_file.file_path.rsplit('/', 1)[-1]} column {name} ({type_name}, {mode})"
         if mode == "none":
             continue
         if data_file.value_counts.get(field_id) != len(values):
-            problems.append((name, f"{where}: value count {data_file.value_counts.get(field_id)} != {len(values)}"))
+            problems.append((name, f"{at}: value count {data_file.value_counts.get(field_id)} != {len(values)}"))
         nulls = sum(v is None for v in values)
         if data_file.null_value_counts.get(field_id) != nulls:
-            problems.append((name, f"{where}: null count {data_file.null_value_counts.get(field_id)} != {nulls}"))
+            problems.append((name, f"{at}: null count {data_file.null_value_counts.get(field_id)} != {nulls}"))
         if type_name in ("float", "double"):
             nans = sum(isinstance(v, float) and math.isnan(v) for v in values)
             if (data_file.nan_value_counts or {}).get(field_id) != nans:
-                problems.append((name, f"{where}: NaN count {(data_file.nan_value_counts or {}).get(field_id)} != {nans}"))
+                problems.append((name, f"{at}: NaN count {(data_file.nan_value_counts or {}).get(field_id)} != {nans}"))
         field_type = table.schema().find_field(field_id).field_type
         for side, bounds in (("lower", data_file.lower_bounds or {}), ("upper", data_file.upper_bounds or {})):
             raw = bounds.get(field_id)
             if raw is None:
                 continue
             if mode == "counts":
-                problems.append((name, f"{where}: a {side} bound under metrics mode counts"))
+                problems.append((name, f"{at}: a {side} bound under metrics mode counts"))
                 continue
             if not present:
-                problems.append((name, f"{where}: a {side} bound on a column without values"))
+                problems.append((name, f"{at}: a {side} bound on a column without values"))
                 continue
             bound = _order_key(type_name, from_bytes(field_type, raw))
             keys = [_order_key(type_name, _domain(type_name, v)) for v in present]
             if zeros_both_signs and type_name in ("float", "double") and any(v == 0 for v in present):
                 keys += [_order_key(type_name, -0.0), _order_key(type_name, 0.0)]
             if side == "lower" and bound > min(keys):
-                problems.append((name, f"{where}: lower bound {bound!r:.60} above the least value {min(keys)!r:.60}"))
+                problems.append((name, f"{at}: lower bound {bound!r:.60} above the least value {min(keys)!r:.60}"))
             if side == "upper" and bound < max(keys):
-                problems.append((name, f"{where}: upper bound {bound!r:.60} below the greatest value {max(keys)!r:.60}"))
+                problems.append((name, f"{at}: upper bound {bound!r:.60} below the greatest value {max(keys)!r:.60}"))
     return problems
 
 
@@ -582,16 +604,16 @@ def counts(spark, table: str, filters: list[str]) -> list[int]:
 
 # ---- the oracle --------------------------------------------------------------------------------
 
-def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe) -> None:
+def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe, where: Where = LOCAL) -> None:
     catalog = lake_hook.catalog
     tag = uuid.uuid4().hex[:8]
     ours, theirs = f"{namespace}.ours_{tag}", f"{namespace}.iceberg_{tag}"
-    build(spark, catalog, ours, recipe)
+    build(spark, catalog, ours, recipe, where)
     # A DELETE matching every row drops the files themselves: nothing left to compare.
     assume(_live_data_files(lake_hook.load_table(ours)) > 0)
     deletes_before = _delete_files(lake_hook.load_table(ours))
     catalog.register_table(theirs, lake_hook.load_table(ours).metadata_location)
-    truth = spark.table(f"lake.{ours}").localCheckpoint(eager=True)
+    truth = spark.table(f"{where.catalog}.{ours}").localCheckpoint(eager=True)
     truth_view = f"truth_{tag}"
     truth.createOrReplaceTempView(truth_view)
     truth_rows = [{k: bytes(v) if isinstance(v, bytearray) else v for k, v in row.asDict().items()}
@@ -603,7 +625,7 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe) -> None:
         args = {"table": name, "options": {"rewrite-all": "true"}, "snapshot_properties": {"airflow.task-id": "rewrite"}}
         if rewriter:
             args["rewriter"] = rewriter
-        results[name] = rewrite_job.run(spark, "lake", args)
+        results[name] = rewrite_job.run(spark, where.catalog, args)
     assert results[ours]["rewriter"] == "arrow", results[ours]["rewriter_note"]
     assert results[theirs]["rewriter"] == "iceberg"
     assert results[ours]["rewritten_data_files"] == results[theirs]["rewritten_data_files"] > 0
@@ -624,21 +646,23 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe) -> None:
 
     # Rows: the same through Spark (both copies, against before) and PyIceberg (both copies).
     table, twin = lake_hook.load_table(ours), lake_hook.load_table(theirs)
-    assert spark_rows(spark, f"lake.{ours}") == before_rows
-    assert spark_rows(spark, f"lake.{theirs}") == before_rows
+    assert spark_rows(spark, f"{where.catalog}.{ours}") == before_rows
+    assert spark_rows(spark, f"{where.catalog}.{theirs}") == before_rows
     assert pyiceberg_rows(table) == pyiceberg_rows(twin)
     # Deletes applied, and the ones nothing needs any more removed, on both sides alike.
     assert _delete_files(table) == _delete_files(twin) == 0
 
     # Metrics: every new file's metrics bound its values; sums of counts equal Iceberg's copy's.
-    modes = _modes(spark, ours)
+    modes = _modes(spark, ours, where)
     new_files = [task.file for task in table.scan().plan_files()]
-    problems = [p for f in new_files for _, p in check_file_metrics(f, table, modes, zeros_both_signs=True)]
+    problems = [p for f in new_files for _, p in check_file_metrics(f, table, modes, zeros_both_signs=True,
+                                                                    where=where)]
     assert not problems, "\n".join(problems[:20])
     twin_files = [task.file for task in twin.scan().plan_files()]
     # Columns where Iceberg's own files bound their values (not always: signed zeros).
     twin_unsound = {column for f in twin_files for column, _ in check_file_metrics(f, twin, modes,
-                                                                                    zeros_both_signs=False)}
+                                                                                    zeros_both_signs=False,
+                                                                                    where=where)}
     for field_id, name, type_name in _schema_columns(table):
         for metric in ("value_counts", "null_value_counts", "nan_value_counts"):
             mine = [getattr(f, metric, None) or {} for f in new_files]
@@ -653,38 +677,39 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe) -> None:
         for data_file in new_files:
             expected = data_file.partition[0]
             type_name = dict((n, t) for _, n, t in _schema_columns(table))[recipe.partition]
-            held = {None if v is None else _domain(type_name, v) for v in pq.read_table(
-                local_path(data_file.file_path), columns=[recipe.partition]).column(0).to_pylist()}
+            held = {None if v is None else _domain(type_name, v) for v in where.parquet(
+                data_file.file_path).read(columns=[recipe.partition]).column(0).to_pylist()}
             assert held == {expected}, (data_file.file_path, expected, held)
 
     # Pruning: every filter answers as the truth on our copy, through Spark and PyIceberg.
     filters = battery(table, truth_rows)
     checks = _pyiceberg_battery(table, truth_rows)
     truth = truth_counts(spark, truth_view, filters + [sql for _, sql in checks])
-    ours_counts = counts(spark, f"lake.{ours}", filters)
+    ours_counts = counts(spark, f"{where.catalog}.{ours}", filters)
     wrong = [(f, t, o) for f, t, o in zip(filters, truth[:len(filters)], ours_counts, strict=True) if t != o]
     # Ours right wherever Iceberg's copy is right: a filter both answer wrongly is the judge's error
     # (Spark orders NaN above every number, Iceberg's pruning puts it in no range), reported.
-    judged = counts(spark, f"lake.{theirs}", [f for f, _, _ in wrong])
+    judged = counts(spark, f"{where.catalog}.{theirs}", [f for f, _, _ in wrong])
     ours_alone = [(f, t, o, i) for (f, t, o), i in zip(wrong, judged, strict=True) if i == t]
     assert not ours_alone, "\n".join(f"{f[:120]}: truth {t}, ours {o}, Iceberg's {i}" for f, t, o, i in ours_alone)
     ICEBERG_WRONG.extend((f, t, i) for (f, t, _), i in zip(wrong, judged, strict=True))
     CHECKED["tables"] += 1
     CHECKED["with_deletes"] += deletes_before > 0
+    CHECKED["on_s3"] += where is not LOCAL
     CHECKED["files"] += len(new_files)
     CHECKED["filters"] += len(filters) + len(checks)
     for (expression, sql), expected in zip(checks, truth[len(filters):], strict=True):
         assert table.scan(row_filter=expression).to_arrow().num_rows == expected, (sql[:120], expected)
     if EXPLORING:  # what Iceberg's own compaction answers wrongly where ours is right: reported
         wrong_filters = {f for f, _, _ in wrong}
-        ICEBERG_WRONG.extend((f, t, i) for f, t, i in zip(filters, truth, counts(spark, f"lake.{theirs}", filters),
+        ICEBERG_WRONG.extend((f, t, i) for f, t, i in zip(filters, truth, counts(spark, f"{where.catalog}.{theirs}", filters),
                                                           strict=False) if t != i and f not in wrong_filters)
 
     # The Parquet files: field IDs, codec, split offsets as Iceberg's writer leaves them.
     ids = {field.name: field.field_id for field in table.schema().fields}
-    codecs = {pq.read_metadata(local_path(f.file_path)).row_group(0).column(0).compression for f in twin_files}
+    codecs = {where.parquet(f.file_path).metadata.row_group(0).column(0).compression for f in twin_files}
     for data_file in new_files:
-        footer = pq.read_metadata(local_path(data_file.file_path))
+        footer = where.parquet(data_file.file_path).metadata
         fields = footer.schema.to_arrow_schema()
         assert {f.name: int(f.metadata[b"PARQUET:field_id"]) for f in fields} == ids
         assert {footer.row_group(i).column(0).compression for i in range(footer.num_row_groups)} <= codecs
@@ -773,7 +798,7 @@ def _report_icebergs_wrong_answers():
         track = ".".join(pyspark.__version__.split(".")[:2])
         save_figure(f"rewrite-oracle-spark{track}", (
             f"Rewrite oracle (Spark {track}): {CHECKED['tables']} tables ({len(REGRESSIONS)} regression cases, the "
-            f"rest generated; {CHECKED['with_deletes']} with delete files) compacted by the default path and by Iceberg's `rewrite_data_files`; "
+            f"rest generated; {CHECKED['with_deletes']} with delete files, {CHECKED['on_s3']} on S3) compacted by the default path and by Iceberg's `rewrite_data_files`; "
             f"{CHECKED['files']} new files' metrics held to their values, {CHECKED['filters']} filtered queries "
             f"answered as the truth; filters Iceberg's own copy answered wrongly: {len(ICEBERG_WRONG)} "
             "(`tests/test_rewrite_oracle.py`)"))
@@ -796,3 +821,48 @@ def _with_regressions(test):
 @given(recipe=recipes())
 def test_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, lake_hook, namespace, recipe):
     run_oracle(spark, lake_hook, namespace, recipe)
+
+
+# ---- on S3 ---------------------------------------------------------------------------------------
+S3_CATALOG = "s3oracle"
+
+
+@pytest.fixture(scope="module")
+def s3_lake_for_the_oracle(seaweedfs_server, spark, tmp_path_factory):  # noqa: F811
+    """A SQL catalog (SQLite) whose warehouse is on SeaweedFS's S3, in the shared Spark session as
+    ``s3oracle`` (S3A, as the provider's connections configure it); its files read through pyarrow."""
+    from test_topology_s3 import _register
+
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+    from airflow_lake_provider.jars import cached_jars, spark_line
+
+    cached_jars(spark_line().s3a)
+    database = tmp_path_factory.mktemp("s3oracle") / "catalog.db"
+    conn = seaweedfs_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
+                                           catalog_name=S3_CATALOG)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW_CONN_LAKE_S3ORACLE", json.dumps(conn))
+        hook = IcebergLakeHook(lake_conn_id="lake_s3oracle")
+        hook.catalog.create_namespace("oracle")
+        _register(spark, hook)
+    return hook, Where(S3_CATALOG, seaweedfs_server.filesystem())
+
+
+def _written_by_pyiceberg(recipe: Recipe) -> Recipe:
+    """The recipe with every batch appended by PyIceberg (files without their partition column are
+    committed from the local file system only)."""
+    return replace(recipe, phases=tuple(
+        replace(phase, batches=tuple(replace(batch, by_path=False, partition=None) for batch in phase.batches))
+        for phase in recipe.phases))
+
+
+@settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 2))
+@example(recipe=_written_by_pyiceberg(_deletes_of_every_kind()))
+@example(recipe=_issue_table())
+@given(recipe=recipes().map(_written_by_pyiceberg))
+def test_on_s3_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, s3_lake_for_the_oracle, recipe):
+    """The same oracle on S3: the Arrow rewriter reads and writes through pyarrow's S3 file system, set
+    up from the table's own FileIO settings (``core/object_storage.py``)."""
+    hook, where = s3_lake_for_the_oracle
+    run_oracle(spark, hook, "oracle", recipe, where)
+

@@ -26,7 +26,6 @@ import pytest
 from demo_data import create_events_table
 from conftest import load_dag
 from lake_checks import live_files, table_fingerprint
-from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 from test_topology_s3 import _key, _objects
 
 pytestmark = [pytest.mark.spark_submit, pytest.mark.slow]

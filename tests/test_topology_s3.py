@@ -30,7 +30,6 @@ from conftest import load_dag
 from lake_checks import (FakeTaskInstance, assert_lean_digest_matches, live_content_files, live_files,
                          plans_by_both_engines, spark_fingerprint, table_fingerprint)
 from metastore_server import hive_metastore  # noqa: F401 - the session fixture
-from seaweedfs_server import seaweedfs_server  # noqa: F401 - the session fixture
 
 pytestmark = pytest.mark.spark_submit
 
@@ -106,6 +105,8 @@ def assert_compacted_on_s3(table, xcom: dict, snapshot_before: int, fs, location
     assert xcom["plan"]["snapshot_id"] == xcom["rewrite"]["snapshot_id_before"] == snapshot_before
     assert xcom["plan"]["totals"]["files"] == 12
     assert xcom["rewrite"]["rewritten_data_files"] == 12 and xcom["rewrite"]["failed_groups"] == []
+    # The Arrow rewriter on S3, through the table's own FileIO settings, with the deletes applied.
+    assert xcom["rewrite"]["rewriter"] == "arrow", xcom["rewrite"]["rewriter_note"]
     assert xcom["rewrite"]["snapshot_id_after"] == table.current_snapshot().snapshot_id
     assert xcom["rewrite"]["committed_snapshot_ids"][-1] in history
     assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]

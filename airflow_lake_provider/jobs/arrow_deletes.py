@@ -33,14 +33,8 @@ class _EqualityDeletes:
     keys: Any  # pyarrow.Table of the key columns as _key_table makes them
 
 
-def _local(path: str) -> str:
-    return path[len("file:"):] if path.startswith("file:") else path
-
-
-def _columns_by_field_id(path: str, field_ids: list[int]) -> dict[int, Any]:
-    import pyarrow.parquet as pq
-
-    table = pq.ParquetFile(_local(path)).read(use_threads=False)
+def _columns_by_field_id(storage, path: str, field_ids: list[int]) -> dict[int, Any]:
+    table = storage.parquet_file(path).read(use_threads=False)
     found = {}
     for index, field in enumerate(table.schema):
         field_id = (field.metadata or {}).get(b"PARQUET:field_id")
@@ -104,11 +98,12 @@ class GroupDeletes:
     """The delete files of one file group, read once (``load``), applied to each data file (``apply``).
 
     ``documents``: the group's ``delete-files`` (Iceberg's content-file JSON); ``arrow_schema``: the
-    table's current schema, each field with its field ID (equality values are compared in its types).
+    table's current schema, each field with its field ID (equality values are compared in its types);
+    ``storage``: where the files are (``jobs/arrow_storage.py``).
     """
 
-    def __init__(self, documents: list[dict[str, Any]], arrow_schema) -> None:
-        self.documents = documents
+    def __init__(self, documents: list[dict[str, Any]], arrow_schema, storage) -> None:
+        self.documents, self.storage = documents, storage
         self.types = {int(f.metadata[b"PARQUET:field_id"]): f.type for f in arrow_schema}
         self.positions: list[dict[str, Any]] = [{} for _ in documents]
         self.equality: list[_EqualityDeletes | None] = [None] * len(documents)
@@ -133,18 +128,17 @@ class GroupDeletes:
             if unknown:
                 raise UnreadableDeletes(f"equality delete file {path} compares fields {unknown}, which the "
                                         "table's current schema no longer has")
-            columns = _columns_by_field_id(path, list(field_ids))
+            columns = _columns_by_field_id(self.storage, path, list(field_ids))
             self.equality[index] = _EqualityDeletes(
                 field_ids, _key_table([columns[i] for i in field_ids], [self.types[i] for i in field_ids]))
         else:
             raise UnreadableDeletes(f"delete file {path} has content {content!r}")
 
-    @staticmethod
-    def _positions(path: str) -> dict[str, Any]:
+    def _positions(self, path: str) -> dict[str, Any]:
         """The positions a position delete file lists, by the data file path they are for."""
         import pyarrow as pa
 
-        columns = _columns_by_field_id(path, [FILE_PATH_FIELD_ID, POS_FIELD_ID])
+        columns = _columns_by_field_id(self.storage, path, [FILE_PATH_FIELD_ID, POS_FIELD_ID])
         table = pa.table({"file": columns[FILE_PATH_FIELD_ID], "pos": columns[POS_FIELD_ID].cast(pa.int64())})
         grouped = table.group_by("file").aggregate([("pos", "list")])
         lists = grouped.column("pos_list").combine_chunks()

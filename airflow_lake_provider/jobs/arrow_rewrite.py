@@ -55,6 +55,7 @@ from airflow_lake_provider.core.file_metrics import (
 from airflow_lake_provider.core.partitions import identity_constants
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.arrow_deletes import GroupDeletes, UnreadableDeletes
+from airflow_lake_provider.jobs.arrow_storage import Storage, UnreachableStorage, table_storage
 
 #: Files of a group read ahead of the writer: enough to keep both cores decoding, few enough that a
 #: group of thousands of files never sits in memory at once.
@@ -72,6 +73,10 @@ def ineligibility(spark, jtable, strategy: str, options: dict[str, str]) -> str 
         import pyarrow.parquet  # noqa: F401 - the driver's Python must have it
     except ImportError:
         return "pyarrow is not installed in the Spark driver's Python"
+    try:
+        table_storage(jtable)
+    except UnreachableStorage as unreachable:
+        return str(unreachable)
     return arrow_ineligibility(
         strategy=strategy,
         schema=_schema_json(jtable),
@@ -111,18 +116,13 @@ def _arrow_schema(schema_json: dict[str, Any]):
     return pa.schema(fields)
 
 
-def _local(path: str) -> str:
-    return path[len("file:"):] if path.startswith("file:") else path
-
-
-def _read_by_field_id(path: str, schema, constants: dict[int, Any]):
+def _read_by_field_id(storage: Storage, path: str, schema, constants: dict[int, Any]):
     """One data file as ``schema``: columns matched by field ID (renames), narrower types widened as
     Iceberg allows (int to long, float to double, decimal). A column the file lacks holds its identity
     partition value from ``constants`` (by field ID) where it has one, else NULL (added later)."""
     import pyarrow as pa
-    import pyarrow.parquet as pq
 
-    table = pq.ParquetFile(_local(path)).read(use_threads=False)
+    table = storage.parquet_file(path).read(use_threads=False)
     by_id = {}
     for index, field in enumerate(table.schema):
         field_id = (field.metadata or {}).get(b"PARQUET:field_id")
@@ -250,14 +250,16 @@ class _Output:
     location: str
     stats: dict[int, ColumnStats]
     records: int = 0
+    footer: Any = None  # the written file's Parquet metadata, from its writer
 
 
 class _GroupWriter:
     """Writes one file group's new files and sets them as the group's output, with the metrics of the
     values written (``core/file_metrics.py``); ``abort`` deletes whatever it wrote."""
 
-    def __init__(self, spark, jtable, group, layout: _Layout, pool):
+    def __init__(self, spark, jtable, group, layout: _Layout, storage: Storage, pool):
         self.spark, self.jtable, self.group, self.layout, self.pool = spark, jtable, group, layout, pool
+        self.storage = storage
         self.spec = jtable.spec()
         self.outputs: list[_Output] = []
         self.files = self._files()
@@ -272,7 +274,7 @@ class _GroupWriter:
         belongs to an older partition spec (its rows may belong to several partitions of the current
         one: Iceberg's writer splits them, this one does not)."""
         document = iceberg.scan_tasks_document(self.jtable, self.group.fileScanTasks())
-        self.deletes = GroupDeletes(document.get("delete-files") or [], self.layout.arrow_schema)
+        self.deletes = GroupDeletes(document.get("delete-files") or [], self.layout.arrow_schema, self.storage)
         files = [{**task["data-file"], "delete-file-references": task.get("delete-file-references") or []}
                  for task in document["file-scan-tasks"]]
         current = int(self.spec.specId())
@@ -286,12 +288,11 @@ class _GroupWriter:
         except ValueError as error:  # a value Python's types do not hold (a date past the year 9999)
             raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
                                      f"{error}") from error
-        rows = _read_by_field_id(data_file["file-path"], self.layout.arrow_schema, constants)
+        rows = _read_by_field_id(self.storage, data_file["file-path"], self.layout.arrow_schema, constants)
         return self.deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
 
     def write(self) -> None:
         import pyarrow as pa
-        import pyarrow.parquet as pq
 
         files = self.files
         try:
@@ -305,6 +306,10 @@ class _GroupWriter:
         writer: Any = None
         buffered: list[Any] = []
         current, size = -1, 0
+
+        def close():
+            writer.close()
+            self.outputs[-1].footer = writer.writer.metadata
 
         def flush():
             nonlocal buffered, size
@@ -322,26 +327,24 @@ class _GroupWriter:
                 if output != current:
                     if writer is not None:
                         flush()
-                        writer.close()
+                        close()
                     current = output
-                    location = str(self.jtable.locationProvider().newDataLocation(
-                        self.spec, self.group.info().partition(), f"{prefix}-{output:05d}.parquet"))
-                    os.makedirs(os.path.dirname(_local(location)), exist_ok=True)
+                    location = self._new_location(f"{prefix}-{output:05d}.parquet")
                     self.outputs.append(_Output(location, {c.field_id: ColumnStats() for c in self.layout.columns}))
                     # Footer statistics serve readers' row-group filters (Arrow leaves out what it
                     # cannot bound; none for floats, nor a dictionary: core/arrow_rewrite.py says why);
                     # the manifests' metrics are built from the values (_observe).
                     layout = self.layout
-                    writer = pq.ParquetWriter(_local(location), layout.arrow_schema, compression=layout.codec,
-                                              compression_level=layout.level, store_schema=False,
-                                              write_statistics=layout.statistics, use_dictionary=layout.dictionary)
+                    writer = self.storage.parquet_writer(
+                        location, layout.arrow_schema, compression=layout.codec, compression_level=layout.level,
+                        store_schema=False, write_statistics=layout.statistics, use_dictionary=layout.dictionary)
                 buffered.append(table)
                 size += table.nbytes
                 if size >= self.layout.row_group_bytes:
                     flush()
             if writer is not None:
                 flush()
-                writer.close()
+                close()
             # Built here, in the group's thread, while other groups still write.
             self.group.setOutputFiles(self.data_files())
         except BaseException:
@@ -350,21 +353,27 @@ class _GroupWriter:
             self.abort()
             raise
 
+    def _new_location(self, name: str) -> str:
+        """Where a new file goes, as Iceberg's ``OutputFileFactory`` asks the table's location provider (an
+        unpartitioned spec has no partition path: ``data/NAME``, never ``data//NAME``)."""
+        locations = self.jtable.locationProvider()
+        if self.spec.isUnpartitioned():
+            return str(locations.newDataLocation(name))
+        return str(locations.newDataLocation(self.spec, self.group.info().partition(), name))
+
     def data_files(self):
         """The new files as Iceberg ``DataFile``s, parsed by Iceberg from its own content-file JSON:
         the group's partition, the footer's split offsets and column sizes, the values' metrics."""
-        import pyarrow.parquet as pq
-
         parser = iceberg.java_class(self.jtable, "org.apache.iceberg.ContentFileParser")
         mapper = iceberg.java_class(self.jtable, "org.apache.iceberg.util.JsonUtil").mapper()
         partition = self.files[0].get("partition", []) if self.files else []
         files = iceberg.java_class(self.jtable, "java.util.HashSet")()
         for output in self.outputs:
-            footer = pq.read_metadata(_local(output.location))
+            footer = output.footer
             metrics = file_metrics(output.records, ((c.field_id, c.type, c.mode) for c in self.layout.columns),
                                    output.stats, _column_sizes(footer))
             document = _content_file_json(output.location, int(self.layout.spec_json["spec-id"]), partition,
-                                          os.path.getsize(_local(output.location)), metrics, _split_offsets(footer),
+                                          self.storage.size(output.location), metrics, _split_offsets(footer),
                                           self.layout.sort_order_id)
             files.add(parser.fromJson(mapper.readTree(json.dumps(document)), self.spec))
         return files
@@ -372,8 +381,8 @@ class _GroupWriter:
     def abort(self) -> None:
         for location in self.written:
             try:
-                os.remove(_local(location))
-            except FileNotFoundError:
+                self.storage.delete(location)
+            except Exception:  # noqa: BLE001 - a file left behind is an orphan for clean, never a lost row
                 pass
         self.outputs = []
 
@@ -417,12 +426,15 @@ def write_groups(spark, jtable, groups: list[Any], options: dict[str, str]) -> l
     When a group fails, every file of this attempt is deleted and the first error raised.
     """
     layout = _layout(jtable, iceberg.string_map(jtable.properties()))
+    storage = table_storage(jtable)
     cores = os.cpu_count() or 2
     concurrency = max(1, min(len(groups), int(options.get("max-concurrent-file-group-rewrites", cores)), cores))
-    # Reads wait on the disk as well as the CPU: twice as many threads as cores keep both busy.
-    with concurrent.futures.ThreadPoolExecutor(max_workers=2 * cores) as reads, \
+    # Reads wait on the disk (or the network) as well as the CPU: more threads than cores keep both busy.
+    readers = (2 if storage.filesystem is None else 8) * cores
+    with concurrent.futures.ThreadPoolExecutor(max_workers=readers) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
-        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, reads), groups))
+        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, storage, reads),
+                                       groups))
         futures = [groups_pool.submit(writer.write) for writer in writers]
         failure = None
         for future in futures:

@@ -1,0 +1,114 @@
+"""Where the Arrow rewriter reads and writes: a local file system, or S3 through pyarrow's S3 file
+system configured from the table's own FileIO (``core/object_storage.py`` maps its settings).
+
+Files this path wrote but never committed are deleted through the table's own FileIO (pyarrow's
+S3 file system leaves a directory marker where it deletes a file; Iceberg's FileIO does not).
+"""
+
+from __future__ import annotations
+
+import os
+from typing import Any
+
+from airflow_lake_provider.core.object_storage import (
+    FIXED_S3_OPTIONS,
+    is_local,
+    is_s3,
+    s3_options_from_file_io,
+    s3_options_from_s3a,
+    s3_path,
+)
+from airflow_lake_provider.jobs import iceberg
+
+
+class UnreachableStorage(Exception):
+    """The table's storage is one the Arrow rewriter does not reach (the rewrite goes to Iceberg's action)."""
+
+
+class Storage:
+    """The table's files as pyarrow opens them: ``filesystem`` None for local paths."""
+
+    def __init__(self, jtable, filesystem: Any = None) -> None:
+        self.jtable, self.filesystem = jtable, filesystem
+
+    def path(self, location: str) -> str:
+        if self.filesystem is not None:
+            return s3_path(location)
+        return location[len("file:"):] if location.startswith("file:") else location
+
+    def parquet_file(self, location: str):
+        import pyarrow.parquet as pq
+
+        return pq.ParquetFile(self.path(location), filesystem=self.filesystem)
+
+    def parquet_writer(self, location: str, schema, **options):
+        import pyarrow.parquet as pq
+
+        if self.filesystem is None:
+            os.makedirs(os.path.dirname(self.path(location)), exist_ok=True)
+        return pq.ParquetWriter(self.path(location), schema, filesystem=self.filesystem, **options)
+
+    def size(self, location: str) -> int:
+        if self.filesystem is None:
+            return os.path.getsize(self.path(location))
+        return int(self.filesystem.get_file_info(self.path(location)).size)
+
+    def delete(self, location: str) -> None:
+        """Delete a file this path wrote; gone already is fine."""
+        if self.filesystem is None:
+            try:
+                os.remove(self.path(location))
+            except FileNotFoundError:
+                pass
+            return
+        self.jtable.io().deleteFile(location)
+
+
+def table_storage(jtable) -> Storage:
+    """The table's storage, or :class:`UnreachableStorage` with the reason."""
+    location = str(jtable.location())
+    if is_local(location):
+        return Storage(jtable)
+    if not is_s3(location):
+        raise UnreachableStorage(f"the table is at {location.split(':', 1)[0]}://, which the Arrow rewriter does "
+                                 "not reach (local file systems and S3)")
+    from pyarrow import fs
+
+    return Storage(jtable, fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
+
+
+def _s3_options(jtable, location: str) -> dict[str, Any]:
+    io = jtable.io()
+    try:
+        properties = iceberg.string_map(io.properties())
+    except Exception:  # noqa: BLE001 - a FileIO without properties(): its settings are Hadoop's
+        properties = {}
+    if str(io.getClass().getName()).endswith(".S3FileIO") or any(k.startswith("s3.") for k in properties):
+        credentials = []
+        try:
+            for credential in io.credentials():
+                credentials.append((str(credential.prefix()), iceberg.string_map(credential.config())))
+        except Exception:  # noqa: BLE001 - a FileIO that vends none
+            pass
+        return s3_options_from_file_io(properties, location, credentials)
+    conf = _hadoop_conf(io)
+    if conf is None:
+        raise UnreachableStorage(f"the table's FileIO ({io.getClass().getSimpleName()}) names no S3 settings "
+                                 "the Arrow rewriter can read")
+
+    def setting(key: str) -> str | None:
+        value = conf.get(key)
+        return str(value) if value is not None else None
+
+    return s3_options_from_s3a(setting, s3_path(location).split("/", 1)[0])
+
+
+def _hadoop_conf(io):
+    for method in ("conf", "getConf"):
+        try:
+            conf = getattr(io, method)()
+        except Exception:  # noqa: BLE001 - py4j: no such method on this FileIO
+            continue
+        if conf is not None:
+            return conf
+    return None
