@@ -45,6 +45,7 @@ bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite_deletes.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python whole_run.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python class_archive.py
 
@@ -55,5 +56,6 @@ bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py --tables 10
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py --rows 50000 --delete-commits 10 --no-doc
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite_deletes.py --files 100 --delete-commits 5 --no-doc
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python whole_run.py --files 400 --no-doc
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python class_archive.py --pairs 1

@@ -236,9 +236,9 @@ def bare_path(path: str) -> str:
     return path
 
 
-def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None) -> float:
+def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None, partition_column: str = "part") -> float:
     """The plain read-and-write with Arrow, the limit a rewrite is measured against: every file read
-    (threads), one output file per ``part`` written in parallel into the directory ``out``. Local
+    (threads), one output file per ``partition_column`` value written in parallel into the directory ``out``. Local
     paths (``file:`` or none), or ``s3://`` ones on ``filesystem`` (a pyarrow ``S3FileSystem``)."""
     import concurrent.futures
 
@@ -251,9 +251,9 @@ def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None
         Path(out).mkdir(parents=True)
     started = time.perf_counter()
     data = ds.dataset([bare_path(p) for p in paths], format="parquet", filesystem=filesystem).to_table(use_threads=True)
-    parts = pc.unique(data["part"]).to_pylist()
+    parts = pc.unique(data[partition_column]).to_pylist()
     with concurrent.futures.ThreadPoolExecutor(max_workers=os.cpu_count()) as pool:
-        list(pool.map(lambda part: pq.write_table(data.filter(pc.equal(data["part"], part)),
+        list(pool.map(lambda part: pq.write_table(data.filter(pc.equal(data[partition_column], part)),
                                                   f"{bare_path(out)}/part-{part}.parquet", compression=codec,
                                                   filesystem=filesystem), parts))
     return time.perf_counter() - started
