@@ -95,26 +95,13 @@ def _content(content_file) -> str:
     return str(content_file.content().toString())
 
 
-def live_equality_delete_files(spark, jtable, snapshot) -> list[Any]:
+def live_equality_delete_files(jtable, snapshot) -> list[Any]:
     """Every live equality delete file of ``snapshot``, from its delete manifests.
 
     Read from the manifests rather than from scan tasks so that an equality delete that applies
     to no data file any more is found (and removed) too.
     """
-    jvm = spark.sparkContext._jvm
-    io, specs = jtable.io(), jtable.specs()
-    found = []
-    for manifest in snapshot.deleteManifests(io):
-        reader = jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
-        try:
-            files = reader.iterator()  # live entries only
-            while files.hasNext():
-                delete_file = files.next()
-                if _content(delete_file) == EQUALITY_DELETES:
-                    found.append(delete_file.copy())
-        finally:
-            reader.close()
-    return found
+    return [f for f in iceberg.live_delete_files(jtable, snapshot) if _content(f) == EQUALITY_DELETES]
 
 
 def affected_data_files(spark, jtable, snapshot_id: int) -> dict[str, AffectedDataFile]:
@@ -215,7 +202,7 @@ def plan_conversion(spark, catalog: str, table_name: str, jtable, timed=_untimed
     snapshot = jtable.currentSnapshot()
     if snapshot is None:
         return None
-    equality = timed("metadata", live_equality_delete_files, spark, jtable, snapshot)
+    equality = timed("metadata", live_equality_delete_files, jtable, snapshot)
     if not equality:
         return None
     snapshot_id = int(snapshot.snapshotId())

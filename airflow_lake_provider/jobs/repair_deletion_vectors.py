@@ -45,20 +45,9 @@ class _Plan:
 
 def _live_deletion_vectors(spark, jtable, snapshot) -> dict[tuple[str, int], Any]:
     """``(puffin path, offset) -> DeleteFile`` of the snapshot's live DVs, from its delete manifests."""
-    jvm = spark.sparkContext._jvm
-    io, specs = jtable.io(), jtable.specs()
-    found = {}
-    for manifest in snapshot.deleteManifests(io):
-        reader = jvm.org.apache.iceberg.ManifestFiles.readDeleteManifest(manifest, io, specs)
-        try:
-            entries = reader.iterator()
-            while entries.hasNext():
-                delete_file = entries.next().copy()  # the reader reuses its objects
-                if jvm.org.apache.iceberg.util.ContentFileUtil.isDV(delete_file):
-                    found[(str(delete_file.location()), int(delete_file.contentOffset()))] = delete_file
-        finally:
-            reader.close()
-    return found
+    is_dv = spark.sparkContext._jvm.org.apache.iceberg.util.ContentFileUtil.isDV
+    return {(str(f.location()), int(f.contentOffset())): f
+            for f in iceberg.live_delete_files(jtable, snapshot) if is_dv(f)}
 
 
 def _read_index(spark, jtable, dv):

@@ -192,6 +192,6 @@ def spark_started(spark) -> bool:
 def spark_master(spark) -> str:
     """The master the application was submitted to, without starting a :class:`DeferredSparkSession`
     (spark-submit's setting, among the driver's system properties)."""
-    if isinstance(spark, DeferredSparkSession) and not spark.started:
+    if not spark_started(spark):
         return str(spark._jvm.org.apache.spark.SparkConf().get("spark.master", "local[*]"))
     return str(spark.sparkContext.master)
