@@ -17,16 +17,9 @@ from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
 
-#: Location schemes of S3 (Iceberg's S3FileIO and Hadoop's S3A take all three).
-S3_SCHEMES = ("s3", "s3a", "s3n")
-
 
 def is_local(location: str) -> bool:
     return location.startswith(("file:/", "/"))
-
-
-def is_s3(location: str) -> bool:
-    return urlsplit(location).scheme in S3_SCHEMES
 
 
 def s3_path(location: str) -> str:

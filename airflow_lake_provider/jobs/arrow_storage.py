@@ -10,10 +10,10 @@ from __future__ import annotations
 import os
 from typing import Any
 
+from airflow_lake_provider.catalog_config import is_s3_location
 from airflow_lake_provider.core.object_storage import (
     FIXED_S3_OPTIONS,
     is_local,
-    is_s3,
     s3_options_from_file_io,
     s3_options_from_s3a,
     s3_path,
@@ -69,7 +69,7 @@ def table_storage(jtable) -> Storage:
     location = str(jtable.location())
     if is_local(location):
         return Storage(jtable)
-    if not is_s3(location):
+    if not is_s3_location(location):
         raise UnreachableStorage(f"the table is at {location.split(':', 1)[0]}://, which the Arrow rewriter does "
                                  "not reach (local file systems and S3)")
     from pyarrow import fs
