@@ -256,15 +256,21 @@ def test_kills_of_rewrite_expire_and_clean_lose_nothing_and_leave_no_orphans(lak
     # the last moment's run has those to expire.
     just_after_commit = Moment("driver", "metadata", 0.0)
 
-    def expire_op(identifier, moment=None):
-        return IcebergExpireSnapshotsOperator(task_id="expire", table=identifier, override_table_retention=True,
-                                              engine="spark",  # its Spark application is what is killed
-                                              older_than="0h", retain_last=10 if moment == just_after_commit else 1)
+    expire_ops = []
 
-    step("expire", expire_op, [
+    def expire_op(identifier, moment=None):
+        expire_ops.append(IcebergExpireSnapshotsOperator(
+            task_id="expire", table=identifier, override_table_retention=True,
+            engine="spark",  # its job's driver is what is killed
+            older_than="0h", retain_last=10 if moment == just_after_commit else 1))
+        return expire_ops[-1]
+
+    expired = step("expire", expire_op, [
         Moment("spark-submit", "start", 0.5), Moment("driver", "driver", 0.3),
         just_after_commit, Moment("spark-submit", "metadata", 0.3),
     ])
+    # The pilot: Iceberg's ExpireSnapshots in the job's driver JVM, which started no Spark application.
+    assert (expired["expired_by"], expire_ops[0]._job_hook.application_id) == ("driver", None), expired
     expire_op(name).execute(_context("expire"))
     assert table_fingerprint(lake_hook.load_table(name)) == fingerprint
 

@@ -14,7 +14,7 @@ from lake_checks import age_files, files_on_disk, local_path
 from airflow_lake_provider.core.orphan_precheck import find_file_older_than, quarantine_purge_due
 from airflow_lake_provider.core.quarantine import access_denied, quarantine_root, run_key
 from airflow_lake_provider.jobs import iceberg
-from airflow_lake_provider.jobs.clean import orphan_candidates
+from airflow_lake_provider.jobs.orphan_listing import list_with_spark_action
 from airflow_lake_provider.steps.clean import CleanStep
 from airflow_lake_provider.steps.runner import CatalogTable, run_step
 
@@ -28,7 +28,7 @@ def test_the_worker_skips_only_what_icebergs_listing_finds_empty(spark, lake_hoo
     jtable = iceberg.load_table(spark, "lake", name)
 
     def both():
-        return find_file_older_than(table.io, table.location(), cutoff), orphan_candidates(spark, jtable, cutoff)
+        return find_file_older_than(table.io, table.location(), cutoff), list_with_spark_action(spark, jtable, cutoff)
 
     # A new table: nothing is old, Iceberg finds nothing; every file was looked at (checksums too).
     listing, candidates = both()

@@ -112,6 +112,7 @@ def assert_compacted_on_s3(table, xcom: dict, snapshot_before: int, fs, location
     assert snapshot_before in xcom["expire"]["expired_snapshot_ids"]
     assert not set(xcom["expire"]["expired_snapshot_ids"]) & history
     assert xcom["expire"]["deleted_files"]["data_files"] == 12
+    assert xcom["expire"]["expired_by"] == "driver"  # Iceberg's ExpireSnapshots in the job's JVM, no Spark application
     on_s3 = _objects(fs, location)
     live = {_key(f.file_path) for f in live_content_files(table)}
     assert live <= on_s3
@@ -198,6 +199,7 @@ def test_maintenance_dag_on_s3_behind_the_rest_catalog(s3_lake, seaweedfs_server
                                         force_orphan_floor=True, quarantine_location=quarantine,
                                         ).execute({"ti": FakeTaskInstance(task_id="clean")})
     assert result["orphan_files"] == [f"s3://{old_orphan}"]
+    assert result["orphans_listed_by"] == "driver"  # Iceberg's listing in the job's JVM, no Spark application
     assert not _exists(fs, old_orphan) and _exists(fs, young_orphan)
     assert _exists(fs, _key(s3a_file)) and all(_exists(fs, key) for key in sentinels)
     # The orphan sits in the quarantine on S3, named in the run's manifest; the restore puts it back.

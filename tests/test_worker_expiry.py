@@ -1,10 +1,12 @@
-"""The expire step in the worker (``engine="pyiceberg"``, what ``auto`` takes for small tables)
+"""The expire step in the worker (``engine="pyiceberg"``, what ``auto`` takes for small tables) and
+its job (``engine="spark"``: Iceberg's ``RemoveSnapshots`` in the driver's JVM, no Spark application)
 against Iceberg's ``ExpireSnapshotsSparkAction``, the judge.
 
 The table is built once by Spark and registered a second time from the same metadata file (a
 twin: same snapshot IDs, same files). Iceberg's action expires the chosen snapshots of one and
 reports the files it would delete (``expireFiles()``, which commits but deletes nothing); the step
-expires the same snapshots of the twin through the Airflow-free runner, deleting for real. The
+expires the same snapshots of the twin through the Airflow-free runner (its job run in the shared
+session, the Spark action forbidden), deleting for real. The
 files gone from disk must be exactly Iceberg's list, kind by kind, and both tables must keep the
 same snapshots, refs and statistics, and read the same rows at every snapshot they keep, through
 PyIceberg (which reads what the files hold) and through Spark with filters (which prune by the
@@ -38,6 +40,18 @@ _KINDS = {"DATA": "data_files", "POSITION_DELETES": "position_delete_files",
 
 def _no_job(args):
     raise AssertionError(f"a Spark job was started: {args}")
+
+
+def _in_driver(spark):
+    """The expire job, run in the shared session, with Iceberg's Spark action forbidden."""
+    from unittest import mock
+
+    from airflow_lake_provider.jobs import expire
+
+    def run_job(args):
+        with mock.patch.object(expire, "expire_with_spark_action", side_effect=AssertionError("the Spark action")):
+            return ExpiryOutcome.from_json(expire.run(spark, "lake", args.to_json()))
+    return run_job
 
 
 def _files_under(location: str) -> set[str]:
@@ -112,10 +126,11 @@ def _build(spark, name: str, history: History) -> list[int]:
 @settings(max_examples=EXAMPLES, deadline=None, derandomize=True, database=None,
           phases=[Phase.explicit, Phase.generate],
           suppress_health_check=[HealthCheck.too_slow, HealthCheck.function_scoped_fixture])
-@example(history=EVERYTHING)
-@given(history=histories())
-def test_the_worker_deletes_what_icebergs_action_deletes_and_keeps_what_it_keeps(spark, lake_hook, namespace,
-                                                                                  history):
+@example(history=EVERYTHING, engine="pyiceberg")
+@example(history=EVERYTHING, engine="spark")
+@given(history=histories(), engine=st.sampled_from(["pyiceberg", "spark"]))
+def test_the_worker_and_the_job_delete_what_icebergs_action_deletes_and_keep_what_it_keeps(
+        spark, lake_hook, namespace, history, engine):
     name = f"{namespace}.judged_{uuid.uuid4().hex[:8]}"
     twin = f"{name}_twin"
     main_ids = _build(spark, name, history)
@@ -142,13 +157,14 @@ def test_the_worker_deletes_what_icebergs_action_deletes_and_keeps_what_it_keeps
 
     # Ours, on the twin: the step through the runner, with no job allowed.
     on_disk = _files_under(table.location())
-    step = ExpireStep(table=twin, engine="pyiceberg", snapshot_ids=expire_ids)
-    ran = run_step(step, CatalogTable(catalog, twin), None, _no_job)
+    step = ExpireStep(table=twin, engine=engine, snapshot_ids=expire_ids)
+    ran = run_step(step, CatalogTable(catalog, twin), None, _no_job if engine == "pyiceberg" else _in_driver(spark))
     gone = on_disk - _files_under(table.location())
     assert gone == {local_path(path) for path, _ in icebergs}
     expected_counts = {kind: sum(1 for _, k in icebergs if k == kind) for kind in _KINDS.values()}
     assert ran.result.deleted_files == expected_counts
     assert sorted(ran.result.expired_snapshot_ids) == sorted(expire_ids)
+    assert ran.result.expired_by == ("pyiceberg" if engine == "pyiceberg" else "driver")
     assert ran.outcome.summary == (f"expired {len(expire_ids)} snapshots, deleted {len(icebergs)} files no live "
                                    "snapshot needs")
 

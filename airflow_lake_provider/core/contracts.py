@@ -559,6 +559,9 @@ class ExpiryOutcome(Contract):
     # Files deleted, by kind (DELETED_FILE_KINDS; {} when no expiry ran).
     deleted_files: dict[str, int] = dataclasses.field(default_factory=dict)
     snapshot_id_after: int | None = None
+    # Who expired (None: nothing was): "pyiceberg" in the Airflow worker; in the job, "driver" (Iceberg's
+    # ExpireSnapshots in the driver's JVM, no Spark application) or "spark_action" (Iceberg's Spark action).
+    expired_by: str | None = None
 
     @property
     def deleted_file_count(self) -> int:
@@ -647,6 +650,9 @@ class CleanJobResult(ExpiryOutcome):
     # Earlier quarantine runs past quarantine_days, deleted at the start (dry run: would be deleted).
     purged_runs: list[str] = dataclasses.field(default_factory=list)
     purged_file_count: int = 0
+    # Who listed the orphans (None: no listing ran): "driver" (Iceberg's listing and references read in the
+    # job's driver JVM, no Spark application) or "spark_action" (Iceberg's DeleteOrphanFiles action).
+    orphans_listed_by: str | None = None
 
     ORPHAN_FILES_LISTED: ClassVar[int] = 1000
 

@@ -84,6 +84,13 @@ def rewrite_launch(args: RewriteJobArgs) -> LaunchHints:
     return LaunchHints(defer_spark_session=args.arrow_expected)
 
 
+def spark_when_used(args: Any) -> LaunchHints:
+    """The expire and clean jobs' launch: the SparkSession deferred, since their work is metadata, a
+    listing and deletes, done by Iceberg's code in the driver's JVM (``jobs/expire.py``,
+    ``jobs/orphan_listing.py``); only a large table on a cluster starts Spark, for Iceberg's Spark actions."""
+    return LaunchHints(defer_spark_session=True)
+
+
 @dataclasses.dataclass(frozen=True)
 class Job(Generic[A, R]):
     """One job: ``jobs/<name>.py``'s ``run`` reads ``args`` and returns ``result`` (as JSON); ``launch``
@@ -103,8 +110,8 @@ JOBS: dict[str, Job] = {job.name: job for job in (
     Job(names.SQL, SqlJobArgs, SqlJobResult),
     Job(names.PLAN, SparkPlanJobArgs, SparkPlanJobResult),
     Job(names.REWRITE, RewriteJobArgs, RewriteResult, rewrite_launch),
-    Job(names.EXPIRE, ExpireJobArgs, ExpiryOutcome),
-    Job(names.CLEAN, CleanJobArgs, CleanJobResult),
+    Job(names.EXPIRE, ExpireJobArgs, ExpiryOutcome, spark_when_used),
+    Job(names.CLEAN, CleanJobArgs, CleanJobResult, spark_when_used),
     Job(names.CONVERT_EQUALITY_DELETES, ConvertEqualityDeletesJobArgs, ConvertEqualityDeletesResult),
     Job(names.RESTORE_QUARANTINE, RestoreQuarantineJobArgs, RestoreQuarantineResult),
     Job(names.REPAIR_DELETION_VECTORS, RepairDeletionVectorsJobArgs, RepairDeletionVectorsResult),

@@ -116,7 +116,8 @@ def own_table_guard(candidates: Iterable[str], *, current_metadata: str, metadat
 #: What each kind of reference is called in a reason sentence.
 REFERENCE_KINDS = {
     "data": "data file", "position_deletes": "position-delete file or deletion vector",
-    "equality_deletes": "equality-delete file", "manifest": "manifest", "manifest_list": "manifest list",
+    "equality_deletes": "equality-delete file", "deletes": "delete file", "manifest": "manifest",
+    "manifest_list": "manifest list",
     "metadata": "metadata file", "statistics": "statistics file (Puffin)",
     "partition_statistics": "partition-statistics file",
 }

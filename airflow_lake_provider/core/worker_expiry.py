@@ -216,4 +216,5 @@ def _outcome(args: ExpireJobArgs, todo: list[int], base: TableMetadata, after: T
         removed_refs=sorted(set(base.refs) - set(after.refs)),
         deleted_files={**dict.fromkeys(DELETED_FILE_KINDS, 0), **counts},
         snapshot_id_after=after.current_snapshot_id,
+        expired_by="pyiceberg" if base is not after else None,  # the same metadata: nothing was committed
     )

@@ -5,8 +5,9 @@ Args: :class:`~airflow_lake_provider.core.contracts.CleanJobArgs` (the expiry, a
 :class:`~airflow_lake_provider.core.contracts.CleanJobResult`.
 
 Orphan files are files under the table location that no metadata of any snapshot, tag or
-branch references (left by failed or killed writers). Iceberg's action lists the candidates
-(given a delete function that deletes nothing); :func:`references.never_orphans` then drops
+branch references (left by failed or killed writers). :mod:`.orphan_listing` lists the candidates
+as Iceberg's ``DeleteOrphanFiles`` does, in the driver's JVM without a Spark application (Iceberg's
+action for a large table on a cluster); :func:`references.never_orphans` then drops
 those something else still references (another table, the table's own metadata files and
 statistics); only the rest is taken. A dry run stops after the listing, so its list is exactly
 what a real run would take.
@@ -30,24 +31,8 @@ from airflow_lake_provider.core.contracts import (
 from airflow_lake_provider.core.quarantine import manifest_location, quarantine_root
 from airflow_lake_provider.jobs import iceberg, references
 from airflow_lake_provider.jobs.expire import expire_snapshot_ids
+from airflow_lake_provider.jobs.orphan_listing import orphan_candidates
 from airflow_lake_provider.jobs.quarantine import Storage, no_hadoop_file_system, purge, quarantine
-
-
-def _noop_consumer(spark):
-    """A ``java.util.function.Consumer<String>`` that deletes nothing (py4j callback)."""
-    from pyspark.java_gateway import ensure_callback_server_started
-
-    gateway = spark.sparkContext._gateway
-    ensure_callback_server_started(gateway)
-
-    class KeepFile:
-        def accept(self, location):
-            return None
-
-        class Java:
-            implements = ["java.util.function.Consumer"]
-
-    return KeepFile()
 
 
 def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
@@ -59,7 +44,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     purged_runs, purged_files = purge(storage, root, args.quarantine_days, dry_run=args.dry_run,
                                       default_root=args.quarantine_location is None)
     if args.dry_run:
-        digest = iceberg.table_digest(spark, jtable)
+        digest = iceberg.table_digest(jtable)
         existing = {snapshot.snapshot_id for snapshot in digest.snapshots}
         expiry = ExpiryOutcome(would_expire_snapshot_ids=sorted(s for s in args.snapshot_ids if s in existing),
                                would_remove_refs=sorted(args.removed_refs),
@@ -69,9 +54,9 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
 
     orphans: list[str] = []
     kept: dict[str, str] = {}
-    manifest = None
+    manifest, listed_by = None, None
     if args.orphan_older_than_ms is not None:
-        candidates = orphan_candidates(spark, jtable, args.orphan_older_than_ms)
+        candidates, listed_by = orphan_candidates(spark, jtable, args.orphan_older_than_ms)
         kept = references.never_orphans(spark, catalog, jtable, candidates,
                                         reference_namespaces=args.reference_namespaces)
         orphans = [path for path in candidates if path not in kept]
@@ -107,30 +92,8 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         quarantined_file_count=len(manifest.files) if manifest else 0,
         purged_runs=purged_runs,
         purged_file_count=purged_files,
+        orphans_listed_by=listed_by,
     ).to_json()
-
-
-def orphan_candidates(spark, jtable, older_than_ms: int) -> list[str]:
-    """Files under the table location that no snapshot, tag or branch references, modified
-    before ``older_than_ms``: Iceberg's own listing, run with a delete function that deletes nothing."""
-    jtable.refresh()
-    action = iceberg.actions(spark).deleteOrphanFiles(jtable).olderThan(older_than_ms).deleteWith(_noop_consumer(spark))
-    if _lists_through_its_file_io(spark, jtable):
-        # Iceberg lists through Hadoop's FileSystem by default, which has no s3:// when the table is read
-        # through S3FileIO without S3A: list with the table's own FileIO then.
-        action = action.usePrefixListing(True)
-    return sorted(iceberg.strings(action.execute().orphanFileLocations()))
-
-
-def _lists_through_its_file_io(spark, jtable) -> bool:
-    """Whether the table's FileIO is not Hadoop's and can list by prefix (S3FileIO, ResolvingFileIO...)."""
-    io = jtable.io()
-    if io.getClass().getName() == "org.apache.iceberg.hadoop.HadoopFileIO":
-        return False
-    jvm = spark.sparkContext._jvm
-    loader = jvm.java.lang.Thread.currentThread().getContextClassLoader()  # Iceberg's classes live in Spark's loader
-    prefix_operations = jvm.java.lang.Class.forName("org.apache.iceberg.io.SupportsPrefixOperations", True, loader)
-    return bool(prefix_operations.isInstance(io))
 
 
 def take_orphans(jtable, orphans: list[str]) -> None:

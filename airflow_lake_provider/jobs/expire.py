@@ -7,49 +7,175 @@ asked to expire); result: :class:`~airflow_lake_provider.core.contracts.ExpiryOu
 own age rule is switched off (``expireOlderThan(0)``) so no snapshot beyond the named IDs goes;
 the IDs are checked again here against fresh metadata, because the table may have moved since
 they were resolved.
+
+Who expires: Iceberg's own ``ExpireSnapshots`` in the driver's JVM (:func:`expire_in_driver`), with
+no Spark application: the commit Iceberg's Spark action makes and the files Iceberg's reachable
+cleanup finds, reading the expired snapshots' manifests on the driver's threads. Only a large table
+on a cluster (``core/engines.py``'s ``SPARK_ACTION_MIN_FILES``) takes the Spark action, which
+reads the manifests on the executors.
 """
 
 from __future__ import annotations
 
+import json
 from typing import Any
 
 from airflow_lake_provider.core.contracts import DELETED_FILE_KINDS, ExpireJobArgs, ExpiryOutcome
 from airflow_lake_provider.core.expiry_recheck import ref_heads, still_to_expire
 from airflow_lake_provider.jobs import iceberg
+from airflow_lake_provider.jobs.iceberg import java_class
+
+#: A manifest's ``content`` in Iceberg's ``manifests`` metadata table (field 14): 1 = delete files.
+_DELETE_MANIFEST = 1
+_KIND_OF_DELETE_CONTENT = {1: "position_delete_files", 2: "equality_delete_files"}
 
 
 def expire_snapshot_ids(spark, jtable, args: ExpireJobArgs) -> ExpiryOutcome:
     """Expire ``args.snapshot_ids`` (after :func:`still_to_expire` re-checked them on fresh metadata)
     and count deleted files. ``args.removed_refs`` go in the same commit."""
     removed_refs = args.removed_refs
-    digest = iceberg.table_digest(spark, jtable)
+    digest = iceberg.table_digest(jtable)
     heads = ref_heads(digest)
     todo = still_to_expire(digest, args)
-    counts = dict.fromkeys(DELETED_FILE_KINDS, 0)
+    counts, expired_by = dict.fromkeys(DELETED_FILE_KINDS, 0), None
     if todo or removed_refs:
-        # With no ID named, the action still removes the refs past their max-ref-age-ms, and nothing else.
-        action = iceberg.actions(spark).expireSnapshots(jtable).expireOlderThan(0).retainLast(1)
-        # One round trip per ID (about 0.8 s per 10,000): the procedure's snapshot_ids array would
-        # loop in the JVM, but Spark takes longer to parse a 10,000-element literal (about 2 s).
-        for sid in todo:
-            action = action.expireSnapshotId(sid)
-        result = action.execute()
-        counts = {
-            "data_files": int(result.deletedDataFilesCount()),
-            "position_delete_files": int(result.deletedPositionDeleteFilesCount()),
-            "equality_delete_files": int(result.deletedEqualityDeleteFilesCount()),
-            "manifests": int(result.deletedManifestsCount()),
-            "manifest_lists": int(result.deletedManifestListsCount()),
-            "statistics_files": int(result.deletedStatisticsFilesCount()),
-        }
-    after = iceberg.table_digest(spark, jtable)
+        # With no ID named, Iceberg still removes the refs past their max-ref-age-ms, and nothing else.
+        expired_by = "spark_action" if iceberg.needs_the_spark_action(spark, jtable) else "driver"
+        counts = (expire_with_spark_action if expired_by == "spark_action" else expire_in_driver)(spark, jtable, todo)
+    after = iceberg.table_digest(jtable)
     return ExpiryOutcome(
         expired_snapshot_ids=sorted(todo),
         already_gone_snapshot_ids=sorted(set(args.snapshot_ids) - set(todo)),
         removed_refs=sorted(set(heads) - set(ref_heads(after))),
         deleted_files=counts,
         snapshot_id_after=after.current_snapshot_id,
+        expired_by=expired_by,
     )
+
+
+def _remove_snapshots(expire, todo: list[int]):
+    """Iceberg's expiry of ``todo`` alone: its age rule off, its count rule at its minimum."""
+    expire = expire.expireOlderThan(0).retainLast(1)
+    # One round trip per ID (about 0.8 s per 10,000): the procedure's snapshot_ids array would
+    # loop in the JVM, but Spark takes longer to parse a 10,000-element literal (about 2 s).
+    for sid in todo:
+        expire = expire.expireSnapshotId(sid)
+    return expire
+
+
+def expire_with_spark_action(spark, jtable, todo: list[int]) -> dict[str, int]:
+    result = _remove_snapshots(iceberg.actions(spark).expireSnapshots(jtable), todo).execute()
+    return {
+        "data_files": int(result.deletedDataFilesCount()),
+        "position_delete_files": int(result.deletedPositionDeleteFilesCount()),
+        "equality_delete_files": int(result.deletedEqualityDeleteFilesCount()),
+        "manifests": int(result.deletedManifestsCount()),
+        "manifest_lists": int(result.deletedManifestListsCount()),
+        "statistics_files": int(result.deletedStatisticsFilesCount()),
+    }
+
+
+def expire_in_driver(spark, jtable, todo: list[int]) -> dict[str, int]:
+    """Iceberg's ``RemoveSnapshots`` in this JVM: its commit, and the files its cleanup picks.
+
+    The cleanup is given a delete function that records (a Java ``Stream.Builder``, called on the
+    cleanup's own thread), so the files can be counted by kind, as the Spark action reports them,
+    before they are deleted through the table's FileIO, in bulk where it can. Iceberg deletes after
+    its commit too, and logs a file it cannot delete; a later clean takes such a file as an orphan.
+    """
+    before = jtable.operations().current()
+    recorder = java_class(jtable, "java.util.stream.Stream").builder()
+    _remove_snapshots(jtable.expireSnapshots(), todo).deleteWith(recorder).commit()
+    jtable.refresh()
+    paths = iceberg.strings(recorder.build().collect(java_class(jtable, "java.util.stream.Collectors").toList()))
+    by_kind = _kinds(jtable, before, paths)
+    return {kind: _delete(jtable, kind, files) for kind, files in by_kind.items()}
+
+
+def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
+    """The cleanup's ``paths`` by kind: manifest lists and statistics files from the metadata before
+    and after, manifests from the ``manifests`` metadata table of each expired snapshot, delete files
+    (by their content) from the delete manifests that go."""
+    util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
+    old = java_class(jtable, "org.apache.iceberg.BaseTable")(
+        java_class(jtable, "org.apache.iceberg.StaticTableOperations")(before, jtable.io()), str(jtable.name()))
+    manifest_lists = set(iceberg.strings(util.manifestListLocations(old))) - set(
+        iceberg.strings(util.manifestListLocations(jtable)))
+    statistics = set(iceberg.strings(util.statisticsFilesLocations(old))) - set(
+        iceberg.strings(util.statisticsFilesLocations(jtable)))
+    kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
+    expired = [s.snapshot_id for s in iceberg.metadata_digest(before).snapshots if s.snapshot_id not in kept]
+    manifests = _manifests_of(jtable, old, expired)
+    deleted = set(paths)
+    delete_kinds = _delete_file_kinds(jtable, old, {path: sid for path, (content, sid) in manifests.items()
+                                                    if content == _DELETE_MANIFEST and path in deleted})
+    by_kind: dict[str, list[str]] = {kind: [] for kind in DELETED_FILE_KINDS}
+    for path in paths:
+        if path in manifest_lists:
+            by_kind["manifest_lists"].append(path)
+        elif path in statistics:
+            by_kind["statistics_files"].append(path)
+        elif path in manifests:
+            by_kind["manifests"].append(path)
+        else:
+            by_kind[delete_kinds.get(path, "data_files")].append(path)
+    return by_kind
+
+
+def _manifests_of(jtable, old, snapshot_ids: list[int]) -> dict[str, tuple[int, int]]:
+    """path -> (content, a snapshot listing it) of every manifest of ``snapshot_ids``: each snapshot's
+    ``manifests`` metadata table, its rows as Iceberg's JSON in one round trip."""
+    table = java_class(jtable, "org.apache.iceberg.MetadataTableUtils").createMetadataTableInstance(
+        old, java_class(jtable, "org.apache.iceberg.MetadataTableType").MANIFESTS)
+    parser = java_class(jtable, "org.apache.iceberg.ScanTaskParser")
+    lists = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists")
+    found: dict[str, tuple[int, int]] = {}
+    for sid in snapshot_ids:
+        tasks = table.newScan().useSnapshot(sid).planFiles()
+        try:
+            planned = lists.newArrayList(tasks)
+        finally:
+            tasks.close()
+        for index in range(planned.size()):
+            for row in json.loads(str(parser.toJson(planned.get(index))))["rows"]:
+                found.setdefault(row["1"], (int(row["14"]), sid))
+    return found
+
+
+def _delete_file_kinds(jtable, old, manifests: dict[str, int]) -> dict[str, str]:
+    """path -> kind of the live delete files of ``manifests`` (path -> a snapshot listing it)."""
+    kinds: dict[str, str] = {}
+    for sid in set(manifests.values()):
+        wanted = {path for path, listed_by in manifests.items() if listed_by == sid}
+        for delete_file in iceberg.live_delete_files(jtable, old.snapshot(sid), wanted):
+            kinds[str(delete_file.location())] = _KIND_OF_DELETE_CONTENT[int(delete_file.content().id())]
+    return kinds
+
+
+def _delete(jtable, kind: str, paths: list[str]) -> int:
+    """Delete ``paths`` through the table's FileIO (one bulk call where it has one); how many went."""
+    if not paths:
+        return 0
+    io = jtable.io()
+    bulk = java_class(jtable, "java.lang.Class").forName(
+        "org.apache.iceberg.io.SupportsBulkOperations", True, io.getClass().getClassLoader())
+    if bulk.isInstance(io):
+        splitter = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.base.Splitter")
+        files = splitter.on("\u0000").splitToList("\u0000".join(paths))  # a Java list in one round trip
+        try:
+            io.deleteFiles(files)
+        except Exception as error:  # noqa: BLE001 - as Iceberg: the files left are a later clean's orphans
+            failed = getattr(getattr(error, "java_exception", None), "numberFailedObjects", None)
+            return len(paths) - (int(failed()) if failed else len(paths))
+        return len(paths)
+    deleted = 0
+    for path in paths:
+        try:
+            io.deleteFile(path)
+            deleted += 1
+        except Exception:  # noqa: BLE001 - see above
+            pass
+    return deleted
 
 
 def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:

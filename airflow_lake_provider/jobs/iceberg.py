@@ -11,8 +11,9 @@ import json
 from collections.abc import Iterator
 from typing import Any
 
+from airflow_lake_provider.core.engines import SPARK_ACTION_MIN_FILES
 from airflow_lake_provider.core.table_digest import TableDigest, read_table_digest
-from airflow_lake_provider.jobs.session import DeferredSparkSession
+from airflow_lake_provider.jobs.session import DeferredSparkSession, spark_master
 
 
 def load_table(spark, catalog: str, table: str):
@@ -27,6 +28,28 @@ def load_table(spark, catalog: str, table: str):
             return java_catalog.loadTable(spark._jvm.org.apache.iceberg.catalog.TableIdentifier.parse(table))
     session = spark._jsparkSession  # first, as in actions()
     return spark._jvm.org.apache.iceberg.spark.Spark3Util.loadIcebergTable(session, f"{catalog}.{table}")
+
+
+def needs_the_spark_action(spark, jtable) -> bool:
+    """Whether Iceberg's Spark action should do a job's metadata work (an expiry, the orphan listing)
+    rather than Iceberg's code in the driver: a table of ``SPARK_ACTION_MIN_FILES`` live files or more on a
+    cluster, whose executors read its manifests in parallel. On a local master they would be the driver's
+    own threads, so the driver does it without starting Spark."""
+    if spark_master(spark).startswith("local"):
+        return False
+    snapshot = jtable.currentSnapshot()
+    totals = summary(snapshot) if snapshot is not None else {}
+    return int(totals.get("total-data-files", 0)) + int(totals.get("total-delete-files", 0)) >= SPARK_ACTION_MIN_FILES
+
+
+def iceberg_catalog(spark, catalog: str):
+    """The Java Iceberg ``Catalog`` behind Spark catalog ``catalog``: built without Spark while a
+    :class:`DeferredSparkSession` is not started, else Spark's own."""
+    if isinstance(spark, DeferredSparkSession) and not spark.started:
+        java_catalog = spark.iceberg_catalog(catalog)
+        if java_catalog is not None:
+            return java_catalog
+    return spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
 
 
 def gateway(spark):
@@ -53,7 +76,7 @@ def current_snapshot_id(jtable) -> int | None:
     return int(snapshot.snapshotId()) if snapshot is not None else None
 
 
-def table_digest(spark, jtable) -> TableDigest:
+def table_digest(jtable) -> TableDigest:
     """The table's snapshots, refs and current snapshot, freshly refreshed, in one py4j call.
 
     Reading them object by object costs two or three round trips per snapshot (about 1 s per
@@ -61,8 +84,12 @@ def table_digest(spark, jtable) -> TableDigest:
     worker parses it (:func:`read_table_digest`), all from one consistent ``TableMetadata``.
     """
     jtable.refresh()
-    metadata = jtable.operations().current()
-    as_json = spark._jvm.org.apache.iceberg.TableMetadataParser.toJson(metadata)
+    return metadata_digest(jtable.operations().current())
+
+
+def metadata_digest(metadata) -> TableDigest:
+    """The digest of a Java ``TableMetadata``, from its JSON in one round trip."""
+    as_json = java_class(metadata, "org.apache.iceberg.TableMetadataParser").toJson(metadata)
     return read_table_digest(str(as_json), metadata_location=metadata.metadataFileLocation())
 
 

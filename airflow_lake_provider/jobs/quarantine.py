@@ -33,6 +33,7 @@ from airflow_lake_provider.core.quarantine import (
     runs_to_purge,
 )
 from airflow_lake_provider.exceptions import LakeConfigError
+from airflow_lake_provider.jobs.session import hadoop_configuration
 
 T = TypeVar("T")
 R = TypeVar("R")
@@ -69,8 +70,8 @@ class Storage:
     """
 
     def __init__(self, spark) -> None:
-        self._jvm = spark.sparkContext._jvm
-        self._conf = spark.sparkContext._jsc.hadoopConfiguration()
+        self._jvm = spark._jvm  # a DeferredSparkSession's, without starting Spark
+        self._conf = hadoop_configuration(spark)
         self._path_class = self._jvm.org.apache.hadoop.fs.Path  # each lookup through the JVM view is a round trip
         self._file_systems: dict[str, tuple[Any, str]] = {}  # "scheme://authority" -> (FileSystem, its scheme)
 

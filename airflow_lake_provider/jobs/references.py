@@ -12,11 +12,13 @@ candidate, :func:`never_orphans` names the candidates that are still referenced 
   already treats these as reachable; the check is kept anyway (belt and braces: an earlier
   Iceberg, or another engine's cleaner, took statistics files for orphans, Amoro #1959).
 
-Only the candidates are looked up: Spark reads the other tables' ``all_files`` and
-``all_manifests`` metadata tables and keeps the rows whose file name is a candidate's, so the
-driver receives a handful of rows, not the catalog's file list (one Spark job per
-:data:`TABLES_PER_JOB` tables). The metadata files and
-statistics of each table are in its metadata, which loading it already read.
+The other tables' files are read as the orphan listing reads the table's own
+(``jobs/orphan_listing.py``: in the driver's JVM, no Spark application), except a table large
+enough for Spark's executors (``iceberg.needs_the_spark_action``): for those Spark reads the
+``all_files`` and ``all_manifests`` metadata tables and keeps the rows whose file name is a
+candidate's, so the driver receives a handful of rows (one Spark job per :data:`TABLES_PER_JOB`
+tables). The metadata files and statistics of each table are in its metadata, which loading it
+already read.
 
 A table (or namespace) that cannot be read leaves the answer unknown: then no candidate is
 taken, each kept with a sentence naming what could not be read (conservative: a dropped-
@@ -35,7 +37,8 @@ from airflow_lake_provider.core.orphan_guard import (
     unchecked,
     unknown_namespace,
 )
-from airflow_lake_provider.jobs.iceberg import java_array
+from airflow_lake_provider.jobs.iceberg import gateway, iceberg_catalog, java_array, java_class, needs_the_spark_action
+from airflow_lake_provider.jobs.orphan_listing import reachable_files
 
 
 def never_orphans(spark, catalog: str, jtable, candidates: list[str], *,
@@ -73,7 +76,7 @@ def other_tables_references(spark, catalog: str, jtable, candidates: list[str],
     """The candidates other tables of ``reference_namespaces`` reference (see :func:`never_orphans`)."""
     index = CandidateIndex(candidates)
     kept: dict[str, str] = {}
-    icatalog = spark._jsparkSession.sessionState().catalogManager().catalog(catalog).icebergCatalog()
+    icatalog = iceberg_catalog(spark, catalog)
     namespaces, refusal = _namespaces(spark, icatalog, catalog, reference_namespaces)
     tables = []
     for namespace in namespaces if refusal is None else ():
@@ -86,17 +89,20 @@ def other_tables_references(spark, catalog: str, jtable, candidates: list[str],
         # its own live files are never candidates).
         tables += [ident for ident in identifiers if f"{catalog}.{ident}" != str(jtable.name())]
 
-    loaded = []
+    by_spark = []
     for ident in tables if refusal is None else ():
         try:
             other = icatalog.loadTable(ident)
             _match_metadata(other, str(ident), index, kept)
-            loaded.append(ident)
+            if needs_the_spark_action(spark, other):
+                by_spark.append(ident)
+            else:
+                _match_files(reachable_files(other), str(ident), index, kept)
         except Exception as error:  # noqa: BLE001
             refusal = unchecked(f"table {ident}", _message(error))
             break
-    if refusal is None and loaded:
-        refusal = _match_content(spark, catalog, loaded, index, kept)
+    if refusal is None and by_spark:
+        refusal = _match_content(spark, catalog, by_spark, index, kept)
     if refusal is not None:
         for path in candidates:
             kept.setdefault(path, refusal)
@@ -105,8 +111,7 @@ def other_tables_references(spark, catalog: str, jtable, candidates: list[str],
 
 def _namespaces(spark, icatalog, catalog: str, listed: list[str] | None):
     """The namespaces to check, nested ones included, and a refusal sentence if one is unknown."""
-    jvm = spark.sparkContext._jvm
-    Namespace = jvm.org.apache.iceberg.catalog.Namespace
+    Namespace = java_class(gateway(spark), "org.apache.iceberg.catalog.Namespace")
     queue = [Namespace.empty()] if listed is None else []  # None: from the catalog's root
     found, seen = [], set()
     try:
@@ -137,6 +142,13 @@ def _match_metadata(other, name: str, index: CandidateIndex, kept: dict[str, str
     references += [(str(f.path()), "statistics") for f in other.statisticsFiles()]
     references += [(str(f.path()), "partition_statistics") for f in other.partitionStatisticsFiles()]
     for path, kind in references:
+        for candidate in index.match(path):
+            kept.setdefault(candidate, referenced_by(name, kind))
+
+
+def _match_files(files: dict[str, str], name: str, index: CandidateIndex, kept: dict[str, str]) -> None:
+    """Candidates among ``files`` (location -> kind) of table ``name``."""
+    for path, kind in files.items():
         for candidate in index.match(path):
             kept.setdefault(candidate, referenced_by(name, kind))
 

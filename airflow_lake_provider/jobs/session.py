@@ -153,9 +153,7 @@ class DeferredSparkSession:
         if name in self._catalogs:
             return self._catalogs[name]
         jvm = self._jvm
-        conf = jvm.org.apache.spark.SparkConf()  # spark-submit's settings (the driver's system properties)
-        for key, value in (self._spec.get("session_conf") or {}).items():
-            conf.set(key, str(value))
+        conf = self._spark_conf()
         catalog = None
         if conf.get(f"spark.sql.catalog.{name}", "") in _ICEBERG_SPARK_CATALOGS:
             prefix = f"spark.sql.catalog.{name}."
@@ -172,6 +170,21 @@ class DeferredSparkSession:
         self._catalogs[name] = catalog
         return catalog
 
+    def _spark_conf(self):
+        """The SparkConf the session would start with: spark-submit's settings (the driver's system
+        properties) and the spec's session configuration."""
+        conf = self._jvm.org.apache.spark.SparkConf()
+        for key, value in (self._spec.get("session_conf") or {}).items():
+            conf.set(key, str(value))
+        return conf
+
+    def hadoop_configuration(self):
+        """A new Hadoop configuration as the SparkContext would make it (``spark.hadoop.*`` and the rest),
+        without starting it; Spark's own once it is started."""
+        if self._session is not None:
+            return self._session.sparkContext._jsc.hadoopConfiguration()
+        return self._jvm.org.apache.spark.deploy.SparkHadoopUtil.get().newConfiguration(self._spark_conf())
+
     def stop(self) -> None:
         """Close the catalogs built here, and stop the session if it was started."""
         closeable = self._jvm.java.lang.Class.forName("java.io.Closeable")
@@ -187,6 +200,13 @@ class DeferredSparkSession:
 def spark_started(spark) -> bool:
     """Whether ``spark`` runs a SparkContext (a :class:`DeferredSparkSession` starts one only when used)."""
     return not isinstance(spark, DeferredSparkSession) or spark.started
+
+
+def hadoop_configuration(spark):
+    """Spark's Hadoop configuration, without starting a :class:`DeferredSparkSession`."""
+    if isinstance(spark, DeferredSparkSession):
+        return spark.hadoop_configuration()
+    return spark.sparkContext._jsc.hadoopConfiguration()
 
 
 def spark_master(spark) -> str:

@@ -10,7 +10,7 @@ from typing import Any, ClassVar
 from airflow_lake_provider.core import step_names as names
 from airflow_lake_provider.core.coercion import SnapshotIds, parse_older_than
 from airflow_lake_provider.core.contracts import AirflowRun, ExpireJobArgs, ExpireResult, ExpiryOutcome
-from airflow_lake_provider.core.engines import Engine
+from airflow_lake_provider.core.engines import SPARK_ACTION_MIN_FILES, Engine
 from airflow_lake_provider.core.retention_decision import RetentionDecision, resolve_expiry
 from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.core.settings import setting
@@ -70,12 +70,13 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         "IDs, lists, or upstream step results (e.g. the rewrite's output) whose snapshots must stay."))
     dry_run: bool = setting(False, doc="Decide and report, change nothing.")
     engine: Engine = setting("auto", doc=(
-        "``pyiceberg`` expires in the Airflow worker (no JVM: one catalog commit, then the files only the expired "
-        "snapshots reached deleted through the table's FileIO, the same files Iceberg's action deletes); "
-        "``spark`` submits the ``expire`` job (Iceberg's ``ExpireSnapshots`` action); ``auto`` takes the worker "
-        f"below {AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots and {AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
-        "Spark otherwise and for what only the job does: tables on object storage, format v3, ``gc.enabled=false``, "
-        "partition statistics on a snapshot to expire."))
+        "``pyiceberg`` expires in the Airflow worker (no JVM: one catalog commit, then the files Iceberg's "
+        "action would delete, through the table's FileIO); ``spark`` in the ``expire`` job (Iceberg's "
+        "``ExpireSnapshots`` in the driver's JVM, no Spark application; its Spark action on a cluster for "
+        f"tables of {SPARK_ACTION_MIN_FILES:,}+ files); ``auto`` takes the worker below "
+        f"{AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots and {AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
+        "the job otherwise and for tables on object storage, format v3, ``gc.enabled=false``, partition "
+        "statistics on a snapshot to expire."))
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
         "The approval gate's result (``approve_expire.output``): only the snapshots it names are expired; those "
         "the fresh decision adds (the table moved on while a person read the list) stay for the next run. "
