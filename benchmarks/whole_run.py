@@ -98,12 +98,13 @@ def main() -> None:
     rows.append(["**the run**", f"**{total:.1f}**", "100%", f"**{total / copy_s:.1f}**"])
     ratio = total / copy_s
     biggest = sorted(tasks, key=lambda kv: -kv[1]["seconds"])[:2]
-    reading = (f"The rewrite is {run['tasks']['rewrite']['seconds'] / copy_s:.1f} x the copy. The run is bound by "
-               + " and ".join(f"`{task}` ({t['seconds'] / total:.0%})" for task, t in biggest)
-               + ": expire runs as a Spark application from 2,000 snapshots (the worker's PyIceberg expiry holds "
-               "the history in memory), and clean lists the table location against every snapshot's references "
-               "in a Spark application. Meeting the target needs both without one, where the work is metadata "
-               "and a listing.")
+    expired_by, listed_by = xcom["expire"].get("expired_by"), xcom["clean"].get("orphans_listed_by")
+    where = {"pyiceberg": "in the Airflow worker", "driver": "in its job's driver JVM, no Spark application",
+             "spark_action": "by Iceberg's Spark action"}
+    reading = (f"The rewrite is {run['tasks']['rewrite']['seconds'] / copy_s:.1f} x the copy. Expire ran "
+               f"{where.get(expired_by, expired_by)}; clean listed the orphans {where.get(listed_by, listed_by)}. "
+               f"The biggest shares: " + " and ".join(f"`{task}` ({t['seconds'] / total:.0%})" for task, t in biggest)
+               + f"; the run is {ratio:.1f} x the copy (target 12 x).")
     body = f"""
 `lake_maintenance` with its defaults (`dag.test()`, a fresh process) on a table made as `make demo` makes its
 table: {len(paths):,} small data files from {snapshots_before:,} commits dated 7 to 3 days ago, one row in ten deleted

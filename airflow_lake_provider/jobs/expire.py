@@ -157,9 +157,7 @@ def _delete(jtable, kind: str, paths: list[str]) -> int:
     if not paths:
         return 0
     io = jtable.io()
-    bulk = java_class(jtable, "java.lang.Class").forName(
-        "org.apache.iceberg.io.SupportsBulkOperations", True, io.getClass().getClassLoader())
-    if bulk.isInstance(io):
+    if iceberg.implements(io, "org.apache.iceberg.io.SupportsBulkOperations"):
         splitter = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.base.Splitter")
         files = splitter.on("\u0000").splitToList("\u0000".join(paths))  # a Java list in one round trip
         try:

@@ -181,6 +181,13 @@ def java_class(anchor, name: str):
     return JavaClass(name, anchor._gateway_client)
 
 
+def implements(obj, interface: str) -> bool:
+    """Whether Java object ``obj`` implements ``interface``, looked up in the loader that loaded ``obj``'s
+    class (Iceberg's classes live in Spark's loader under spark-submit, not the system one)."""
+    loaded = java_class(obj, "java.lang.Class").forName(interface, True, obj.getClass().getClassLoader())
+    return bool(loaded.isInstance(obj))
+
+
 def string_map(java_map) -> dict[str, str]:
     """A Java ``Map`` of strings as a dict, in one round trip (Iceberg's JSON): iterated over py4j it
     costs two per entry, and under PySpark the iterator's end is an exception inspected in 70 more."""

@@ -71,13 +71,7 @@ def lists_by_prefix(jtable) -> bool:
     io = jtable.io()
     if io.getClass().getName() == "org.apache.iceberg.hadoop.HadoopFileIO":
         return False
-    return _implements(jtable, io, "org.apache.iceberg.io.SupportsPrefixOperations")
-
-
-def _implements(jtable, obj, interface: str) -> bool:
-    # Iceberg's classes live in the loader that loaded the table's FileIO (Spark's, under spark-submit).
-    loaded = java_class(jtable, "java.lang.Class").forName(interface, True, obj.getClass().getClassLoader())
-    return bool(loaded.isInstance(obj))
+    return iceberg.implements(io, "org.apache.iceberg.io.SupportsPrefixOperations")
 
 
 def list_in_driver(spark, jtable, older_than_ms: int) -> list[str]:
