@@ -45,6 +45,7 @@ bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python fleet.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python convert_equality_deletes.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite_deletes.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite_deletes.py --store s3
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python whole_run.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python class_archive.py
