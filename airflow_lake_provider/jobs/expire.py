@@ -17,7 +17,6 @@ reads the manifests on the executors.
 
 from __future__ import annotations
 
-import json
 from typing import Any
 
 from airflow_lake_provider.core.contracts import DELETED_FILE_KINDS, ExpireJobArgs, ExpiryOutcome
@@ -25,7 +24,7 @@ from airflow_lake_provider.core.expiry_recheck import ref_heads, still_to_expire
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.iceberg import java_class
 
-#: A manifest's ``content`` in Iceberg's ``manifests`` metadata table (field 14): 1 = delete files.
+#: A manifest's ``content`` (``ManifestContent.id()``): 1 = delete files.
 _DELETE_MANIFEST = 1
 _KIND_OF_DELETE_CONTENT = {1: "position_delete_files", 2: "equality_delete_files"}
 
@@ -94,8 +93,8 @@ def expire_in_driver(spark, jtable, todo: list[int]) -> dict[str, int]:
 
 def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
     """The cleanup's ``paths`` by kind: manifest lists and statistics files from the metadata before
-    and after, manifests from the ``manifests`` metadata table of each expired snapshot, delete files
-    (by their content) from the delete manifests that go."""
+    and after, manifests from the manifest lists of the expired snapshots, delete files (by their
+    content) from the delete manifests that go."""
     util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
     old = java_class(jtable, "org.apache.iceberg.BaseTable")(
         java_class(jtable, "org.apache.iceberg.StaticTableOperations")(before, jtable.io()), str(jtable.name()))
@@ -105,10 +104,10 @@ def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
         iceberg.strings(util.statisticsFilesLocations(jtable)))
     kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
     expired = [s.snapshot_id for s in iceberg.metadata_digest(before).snapshots if s.snapshot_id not in kept]
-    manifests = _manifests_of(jtable, old, expired)
+    manifests = _manifests_of(jtable, before, expired)
     deleted = set(paths)
-    delete_kinds = _delete_file_kinds(jtable, old, {path: sid for path, (content, sid) in manifests.items()
-                                                    if content == _DELETE_MANIFEST and path in deleted})
+    delete_kinds = _delete_file_kinds(jtable, [manifest for path, (content, manifest) in manifests.items()
+                                               if content == _DELETE_MANIFEST and path in deleted])
     by_kind: dict[str, list[str]] = {kind: [] for kind in DELETED_FILE_KINDS}
     for path in paths:
         if path in manifest_lists:
@@ -122,34 +121,25 @@ def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
     return by_kind
 
 
-def _manifests_of(jtable, old, snapshot_ids: list[int]) -> dict[str, tuple[int, int]]:
-    """path -> (content, a snapshot listing it) of every manifest of ``snapshot_ids``: each snapshot's
-    ``manifests`` metadata table, its rows as Iceberg's JSON in one round trip."""
-    table = java_class(jtable, "org.apache.iceberg.MetadataTableUtils").createMetadataTableInstance(
-        old, java_class(jtable, "org.apache.iceberg.MetadataTableType").MANIFESTS)
-    parser = java_class(jtable, "org.apache.iceberg.ScanTaskParser")
-    lists = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists")
-    found: dict[str, tuple[int, int]] = {}
+def _manifests_of(jtable, metadata, snapshot_ids: list[int]) -> dict[str, tuple[int, Any]]:
+    """path -> (content, the Java ``ManifestFile``) of every manifest of ``snapshot_ids``: gathered into one
+    Java set first (a manifest is listed by every later snapshot), then read once each."""
+    io = jtable.io()
+    unique = java_class(jtable, "java.util.HashSet")()
     for sid in snapshot_ids:
-        tasks = table.newScan().useSnapshot(sid).planFiles()
-        try:
-            planned = lists.newArrayList(tasks)
-        finally:
-            tasks.close()
-        for index in range(planned.size()):
-            for row in json.loads(str(parser.toJson(planned.get(index))))["rows"]:
-                found.setdefault(row["1"], (int(row["14"]), sid))
+        unique.addAll(metadata.snapshot(sid).allManifests(io))
+    manifests = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(unique)
+    found: dict[str, tuple[int, Any]] = {}
+    for index in range(manifests.size()):
+        manifest = manifests.get(index)
+        found[str(manifest.path())] = (int(manifest.content().id()), manifest)
     return found
 
 
-def _delete_file_kinds(jtable, old, manifests: dict[str, int]) -> dict[str, str]:
-    """path -> kind of the live delete files of ``manifests`` (path -> a snapshot listing it)."""
-    kinds: dict[str, str] = {}
-    for sid in set(manifests.values()):
-        wanted = {path for path, listed_by in manifests.items() if listed_by == sid}
-        for delete_file in iceberg.live_delete_files(jtable, old.snapshot(sid), wanted):
-            kinds[str(delete_file.location())] = _KIND_OF_DELETE_CONTENT[int(delete_file.content().id())]
-    return kinds
+def _delete_file_kinds(jtable, manifests: list[Any]) -> dict[str, str]:
+    """path -> kind of the live delete files of the delete ``manifests``."""
+    return {str(delete_file.location()): _KIND_OF_DELETE_CONTENT[int(delete_file.content().id())]
+            for delete_file in iceberg.delete_files_of(jtable, manifests)}
 
 
 def _delete(jtable, kind: str, paths: list[str]) -> int:

@@ -8,7 +8,7 @@ function for orphan files.
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from typing import Any
 
 from airflow_lake_provider.core.engines import SPARK_ACTION_MIN_FILES
@@ -132,11 +132,16 @@ def delete_quietly(jtable, files: list[Any]) -> None:
 def live_delete_files(jtable, snapshot, manifest_paths: set[str] | None = None) -> Iterator[Any]:
     """The live delete files of ``snapshot`` (Java ``DeleteFile``s, each its own copy), from its delete
     manifests (only those at ``manifest_paths`` when given)."""
+    manifests = snapshot.deleteManifests(jtable.io())
+    wanted = (m for m in manifests if manifest_paths is None or str(m.path()) in manifest_paths)
+    yield from delete_files_of(jtable, wanted)
+
+
+def delete_files_of(jtable, manifests: Iterable[Any]) -> Iterator[Any]:
+    """The live delete files (Java ``DeleteFile``s, each its own copy) of the delete ``manifests``."""
     io, specs = jtable.io(), jtable.specs()
     readers = java_class(jtable, "org.apache.iceberg.ManifestFiles")
-    for manifest in snapshot.deleteManifests(io):
-        if manifest_paths is not None and str(manifest.path()) not in manifest_paths:
-            continue
+    for manifest in manifests:
         reader = readers.readDeleteManifest(manifest, io, specs)
         try:
             files = reader.iterator()  # live entries only
