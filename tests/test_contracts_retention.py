@@ -59,6 +59,9 @@ CLEAN_KEYS = {"table", "snapshot_id", "policy", "retained", "retention_source", 
 # Added by the quarantine (issue 14): where the orphans went, and what the purge removed.
 CLEAN_QUARANTINE_KEYS = {"quarantine_run", "quarantine_manifest", "quarantined_file_count", "purged_runs",
                          "purged_file_count", "quarantine_days"}
+# Added with the jobs' driver paths (issue 37): who expired, who listed the orphans.
+EXPIRY_BY_KEYS = {"expired_by"}
+ORPHANS_BY_KEYS = {"orphans_listed_by"}
 CONVERT_KEYS = {"table", "format_version", "dry_run", "snapshot_id_before", "converted_snapshot_id",
                 "committed_snapshot_ids", "snapshot_id_after", "converted_equality_delete_files",
                 "equality_delete_records", "affected_data_files", "replaced_delete_files", "deleted_rows", "verified",
@@ -76,7 +79,7 @@ def test_expire_result_keeps_every_key_and_adds_the_settings_it_applied() -> Non
     result = ExpireResult(table="db.t", snapshot_id=8, expired_snapshot_ids=[1, 2], kept={"8": "kept: current snapshot"},
                           deleted_files={"data_files": 3}, snapshot_id_after=8, retain_last=2, max_snapshot_age_ms=DAY)
     data = result.to_json()
-    assert set(data) == EXPIRE_KEYS | {"retain_last", "max_snapshot_age_ms"}
+    assert set(data) == EXPIRE_KEYS | {"retain_last", "max_snapshot_age_ms"} | EXPIRY_BY_KEYS
     assert _through_xcom(data) == data
     assert ExpireResult.from_json(_through_xcom(data)) == result
     assert ExpiryOutcome.from_json(data).expired_snapshot_ids == [1, 2]  # the job side reads out of the whole
@@ -97,7 +100,7 @@ def test_clean_result_keeps_every_key_and_adds_the_effective_retention() -> None
                          planned_removals=[3], orphan_older_than_ms=NOW - 72 * H,
                          effective_retention={"snapshots": "...", "files": "...", "statement": "..."})
     data = result.to_json()
-    assert set(data) == CLEAN_KEYS | {"effective_retention"} | CLEAN_QUARANTINE_KEYS
+    assert set(data) == CLEAN_KEYS | {"effective_retention"} | CLEAN_QUARANTINE_KEYS | EXPIRY_BY_KEYS | ORPHANS_BY_KEYS
     assert CleanResult.from_json(_through_xcom(data)) == result
     with pytest.raises(LakeConfigError, match="clean result contract is incomplete"):
         CleanResult.from_json({"table": "db.t"})  # policy and retained are always reported
