@@ -218,7 +218,7 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
 
     dag = load_dag("lake_maintenance.py", "lake_maintenance")
     run = dag.test(run_conf={"table": name, "dry_run": True, "override_table_retention": True, "older_than": "0h", "retain_last": 1,
-                             "policy": "KEEP_LATEST_COMMITS", "retained": 4})
+                             "policy": "KEEP_LATEST_COMMITS", "retained": 4, "plan_settings": {"engine": "spark"}})
     assert run.state == "success"
     xcom = {task: run.get_task_instance(task).xcom_pull(task_ids=task) for task in ("plan", "rewrite", "expire", "clean")}
 
@@ -229,8 +229,10 @@ def test_dry_run_shows_the_plan_and_what_would_go_and_changes_nothing(airflow_db
     assert sorted(xcom["expire"]["would_expire_snapshot_ids"]) == sorted(snapshots[:-1])  # all but the current
     assert sorted(xcom["clean"]["would_expire_snapshot_ids"]) == sorted(snapshots[:-4])  # all but the last 4 commits
     assert xcom["expire"]["expired_snapshot_ids"] == [] and xcom["clean"]["expired_snapshot_ids"] == []
-    link = run.get_task_instance("clean").xcom_pull(task_ids="clean", key=SparkHistoryLink().xcom_key)
+    # The plan's Spark application is linked from its task; clean's job started none (its dry run is metadata).
+    link = run.get_task_instance("plan").xcom_pull(task_ids="plan", key=SparkHistoryLink().xcom_key)
     assert re.fullmatch(r"http://127\.0\.0\.1:18080/history/local-\d+/jobs/", link), link
+    assert not run.get_task_instance("clean").xcom_pull(task_ids="clean", key=SparkHistoryLink().xcom_key)
     # ...and nothing done.
     table = lake_hook.load_table(name)
     assert (table_fingerprint(table), live_files(table), [s.snapshot_id for s in table.snapshots()]) == before
