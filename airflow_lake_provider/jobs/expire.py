@@ -21,6 +21,7 @@ from typing import Any
 
 from airflow_lake_provider.core.contracts import DELETED_FILE_KINDS, ExpireJobArgs, ExpiryOutcome
 from airflow_lake_provider.core.expiry_recheck import ref_heads, still_to_expire
+from airflow_lake_provider.core.table_digest import TableDigest
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.iceberg import java_class
 
@@ -39,8 +40,10 @@ def expire_snapshot_ids(spark, jtable, args: ExpireJobArgs) -> ExpiryOutcome:
     counts, expired_by = dict.fromkeys(DELETED_FILE_KINDS, 0), None
     if todo or removed_refs:
         # With no ID named, Iceberg still removes the refs past their max-ref-age-ms, and nothing else.
-        expired_by = "spark_action" if iceberg.needs_the_spark_action(spark, jtable) else "driver"
-        counts = (expire_with_spark_action if expired_by == "spark_action" else expire_in_driver)(spark, jtable, todo)
+        if iceberg.needs_the_spark_action(spark, jtable):
+            expired_by, counts = "spark_action", expire_with_spark_action(spark, jtable, todo)
+        else:
+            expired_by, counts = "driver", expire_in_driver(jtable, todo, digest)
     after = iceberg.table_digest(jtable)
     return ExpiryOutcome(
         expired_snapshot_ids=sorted(todo),
@@ -74,37 +77,37 @@ def expire_with_spark_action(spark, jtable, todo: list[int]) -> dict[str, int]:
     }
 
 
-def expire_in_driver(spark, jtable, todo: list[int]) -> dict[str, int]:
+def expire_in_driver(jtable, todo: list[int], before: TableDigest) -> dict[str, int]:
     """Iceberg's ``RemoveSnapshots`` in this JVM: its commit, and the files its cleanup picks.
 
-    The cleanup is given a delete function that records (a Java ``Stream.Builder``, called on the
-    cleanup's own thread), so the files can be counted by kind, as the Spark action reports them,
-    before they are deleted through the table's FileIO, in bulk where it can. Iceberg deletes after
-    its commit too, and logs a file it cannot delete; a later clean takes such a file as an orphan.
+    ``before`` is the digest of the table's current metadata, read just before. The cleanup is given a
+    delete function that records (:func:`iceberg.recorder`), so the files can be counted by kind, as the
+    Spark action reports them, before they are deleted through the table's FileIO, in bulk where it can.
+    Iceberg deletes after its commit too, and logs a file it cannot delete; a later clean takes such a
+    file as an orphan.
     """
-    before = jtable.operations().current()
-    recorder = java_class(jtable, "java.util.stream.Stream").builder()
-    _remove_snapshots(jtable.expireSnapshots(), todo).deleteWith(recorder).commit()
+    old_metadata = jtable.operations().current()
+    kept = iceberg.recorder(jtable)
+    _remove_snapshots(jtable.expireSnapshots(), todo).deleteWith(kept).commit()
     jtable.refresh()
-    paths = iceberg.strings(recorder.build().collect(java_class(jtable, "java.util.stream.Collectors").toList()))
-    by_kind = _kinds(jtable, before, paths)
-    return {kind: _delete(jtable, kind, files) for kind, files in by_kind.items()}
+    by_kind = _kinds(jtable, old_metadata, before, iceberg.recorded(jtable, kept))
+    return {kind: _delete(jtable, files) for kind, files in by_kind.items()}
 
 
-def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
+def _kinds(jtable, old_metadata, before: TableDigest, paths: list[str]) -> dict[str, list[str]]:
     """The cleanup's ``paths`` by kind: manifest lists and statistics files from the metadata before
     and after, manifests from the manifest lists of the expired snapshots, delete files (by their
     content) from the delete manifests that go."""
     util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
     old = java_class(jtable, "org.apache.iceberg.BaseTable")(
-        java_class(jtable, "org.apache.iceberg.StaticTableOperations")(before, jtable.io()), str(jtable.name()))
+        java_class(jtable, "org.apache.iceberg.StaticTableOperations")(old_metadata, jtable.io()), str(jtable.name()))
     manifest_lists = set(iceberg.strings(util.manifestListLocations(old))) - set(
         iceberg.strings(util.manifestListLocations(jtable)))
     statistics = set(iceberg.strings(util.statisticsFilesLocations(old))) - set(
         iceberg.strings(util.statisticsFilesLocations(jtable)))
     kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
-    expired = [s.snapshot_id for s in iceberg.metadata_digest(before).snapshots if s.snapshot_id not in kept]
-    manifests = _manifests_of(jtable, before, expired)
+    expired = (old_metadata.snapshot(s.snapshot_id) for s in before.snapshots if s.snapshot_id not in kept)
+    manifests = {path: (content, manifest) for path, content, manifest in iceberg.manifests_of(jtable, expired)}
     deleted = set(paths)
     delete_kinds = _delete_file_kinds(jtable, [manifest for path, (content, manifest) in manifests.items()
                                                if content == _DELETE_MANIFEST and path in deleted])
@@ -121,29 +124,16 @@ def _kinds(jtable, before, paths: list[str]) -> dict[str, list[str]]:
     return by_kind
 
 
-def _manifests_of(jtable, metadata, snapshot_ids: list[int]) -> dict[str, tuple[int, Any]]:
-    """path -> (content, the Java ``ManifestFile``) of every manifest of ``snapshot_ids``: gathered into one
-    Java set first (a manifest is listed by every later snapshot), then read once each."""
-    io = jtable.io()
-    unique = java_class(jtable, "java.util.HashSet")()
-    for sid in snapshot_ids:
-        unique.addAll(metadata.snapshot(sid).allManifests(io))
-    manifests = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(unique)
-    found: dict[str, tuple[int, Any]] = {}
-    for index in range(manifests.size()):
-        manifest = manifests.get(index)
-        found[str(manifest.path())] = (int(manifest.content().id()), manifest)
-    return found
-
-
 def _delete_file_kinds(jtable, manifests: list[Any]) -> dict[str, str]:
     """path -> kind of the live delete files of the delete ``manifests``."""
     return {str(delete_file.location()): _KIND_OF_DELETE_CONTENT[int(delete_file.content().id())]
             for delete_file in iceberg.delete_files_of(jtable, manifests)}
 
 
-def _delete(jtable, kind: str, paths: list[str]) -> int:
-    """Delete ``paths`` through the table's FileIO (one bulk call where it has one); how many went."""
+def _delete(jtable, paths: list[str]) -> int:
+    """Delete ``paths`` through the table's FileIO (one bulk call where it has one); how many went. As
+    Iceberg's cleanup, a failure is not raised (the expiry is committed): the files left are a later
+    clean's orphans."""
     if not paths:
         return 0
     io = jtable.io()
@@ -152,9 +142,12 @@ def _delete(jtable, kind: str, paths: list[str]) -> int:
         files = splitter.on("\u0000").splitToList("\u0000".join(paths))  # a Java list in one round trip
         try:
             io.deleteFiles(files)
-        except Exception as error:  # noqa: BLE001 - as Iceberg: the files left are a later clean's orphans
-            failed = getattr(getattr(error, "java_exception", None), "numberFailedObjects", None)
-            return len(paths) - (int(failed()) if failed else len(paths))
+        except Exception as error:  # noqa: BLE001 - see above
+            java = getattr(error, "java_exception", None)
+            bulk_failure = "org.apache.iceberg.io.BulkDeletionFailureException"
+            if java is not None and str(java.getClass().getName()) == bulk_failure:
+                return len(paths) - int(java.numberFailedObjects())
+            return 0  # which went is unknown: none is counted
         return len(paths)
     deleted = 0
     for path in paths:

@@ -186,6 +186,32 @@ def java_class(anchor, name: str):
     return JavaClass(name, anchor._gateway_client)
 
 
+def recorder(anchor):
+    """A Java ``Consumer<String>`` that keeps what it is given, in order (a ``Stream.Builder``: no py4j
+    callback). Not thread-safe: for Iceberg code that calls it on the caller's thread."""
+    return java_class(anchor, "java.util.stream.Stream").builder()
+
+
+def recorded(anchor, kept) -> list[str]:
+    """What :func:`recorder` ``kept`` was given, in one round trip."""
+    return strings(kept.build().collect(java_class(anchor, "java.util.stream.Collectors").toList()))
+
+
+def manifests_of(jtable, snapshots: Iterable[Any]) -> list[tuple[str, int, Any]]:
+    """(path, content ID, the Java ``ManifestFile``) of every manifest ``snapshots`` list, each once: gathered
+    into one Java set first (a manifest is listed by every later snapshot), then read once each."""
+    io = jtable.io()
+    unique = java_class(jtable, "java.util.HashSet")()
+    for snapshot in snapshots:
+        unique.addAll(snapshot.allManifests(io))
+    manifests = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(unique)
+    found = []
+    for index in range(manifests.size()):
+        manifest = manifests.get(index)
+        found.append((str(manifest.path()), int(manifest.content().id()), manifest))
+    return found
+
+
 def implements(obj, interface: str) -> bool:
     """Whether Java object ``obj`` implements ``interface``, looked up in the loader that loaded ``obj``'s
     class (Iceberg's classes live in Spark's loader under spark-submit, not the system one)."""

@@ -77,56 +77,42 @@ def lists_by_prefix(jtable) -> bool:
 def list_in_driver(spark, jtable, older_than_ms: int) -> list[str]:
     """The action's candidates, found in this JVM (see the module's docstring)."""
     conf = hadoop_configuration(spark)  # the action's: Spark's Hadoop settings
-    candidates = find_orphans(_listed(jtable, conf), reachable_files(jtable))
-    return sorted(path for path in candidates if _modified_before(jtable, conf, path, older_than_ms))
+    by_prefix = lists_by_prefix(jtable)
+    candidates = find_orphans(_listed(jtable, conf, by_prefix), reachable_files(jtable))
+    return sorted(path for path in candidates if _modified_before(jtable, conf, by_prefix, path, older_than_ms))
 
 
-def _recorder(jtable):
-    """A ``Consumer<String>`` that records what it is given (called on the caller's thread)."""
-    return java_class(jtable, "java.util.stream.Stream").builder()
-
-
-def _recorded(jtable, recorder) -> list[str]:
-    return iceberg.strings(recorder.build().collect(java_class(jtable, "java.util.stream.Collectors").toList()))
-
-
-def _listed(jtable, conf) -> list[str]:
+def _listed(jtable, conf, by_prefix: bool) -> list[str]:
     """Every file under the table location, hidden paths left out, by Iceberg's ``FileSystemWalker``."""
     walker = java_class(jtable, "org.apache.iceberg.util.FileSystemWalker")
     predicates = java_class(jtable, "java.util.function.Predicate")
     every_file = getattr(predicates, "not")(predicates.isEqual(None))  # the floor is applied afterwards
-    files, directories = _recorder(jtable), _recorder(jtable)
+    files, directories = iceberg.recorder(jtable), iceberg.recorder(jtable)
     location = str(jtable.location())
-    if lists_by_prefix(jtable):
+    if by_prefix:
         walker.listDirRecursivelyWithFileIO(jtable.io(), location, jtable.specs(), every_file, files)
     else:
         walker.listDirRecursivelyWithHadoop(location, jtable.specs(), every_file, conf,
                                             _MAX_LISTING_DEPTH, 2**31 - 1, directories, files)
-        if _recorded(jtable, directories):
+        if iceberg.recorded(jtable, directories):
             raise RuntimeError(f"{location} is nested deeper than {_MAX_LISTING_DEPTH} directories")
-    return _recorded(jtable, files)
+    return iceberg.recorded(jtable, files)
 
 
 def reachable_files(jtable) -> dict[str, str]:
     """Every file some snapshot, tag or branch of the table reaches, and its metadata files: location ->
     kind (``core/orphan_guard.py``'s ``REFERENCE_KINDS``; ``deletes`` for any delete file)."""
     io, specs = jtable.io(), jtable.specs()
-    lists = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists")
     util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
     manifest_files = java_class(jtable, "org.apache.iceberg.ManifestFiles")
     found = dict.fromkeys(iceberg.strings(util.metadataFileLocations(jtable, False)), "metadata")
     found[str(util.versionHintLocation(jtable))] = "metadata"
     found.update(dict.fromkeys(iceberg.strings(util.statisticsFilesLocations(jtable)), "statistics"))
     found.update(dict.fromkeys(iceberg.strings(util.manifestListLocations(jtable)), "manifest_list"))
-    snapshots = lists.newArrayList(jtable.snapshots())
-    unique = java_class(jtable, "java.util.HashSet")()  # a manifest is listed by every later snapshot: read it once
-    for index in range(snapshots.size()):
-        unique.addAll(snapshots.get(index).allManifests(io))
-    manifests = lists.newArrayList(unique)
-    for index in range(manifests.size()):
-        manifest = manifests.get(index)
-        found[str(manifest.path())] = "manifest"
-        kind = "data" if int(manifest.content().id()) == 0 else "deletes"
+    snapshots = jtable.snapshots()  # a Java list: one round trip per snapshot by index
+    for path, content, manifest in iceberg.manifests_of(jtable, (snapshots.get(i) for i in range(snapshots.size()))):
+        found[path] = "manifest"
+        kind = "data" if content == 0 else "deletes"
         paths = manifest_files.readPaths(manifest, io, specs)  # live entries, data and delete manifests alike
         try:
             found.update(dict.fromkeys(iceberg.strings(paths), kind))
@@ -135,10 +121,10 @@ def reachable_files(jtable) -> dict[str, str]:
     return found
 
 
-def _modified_before(jtable, conf, path: str, older_than_ms: int) -> bool:
+def _modified_before(jtable, conf, by_prefix: bool, path: str, older_than_ms: int) -> bool:
     """Whether the file at ``path`` was last modified before the floor (a file gone meanwhile is not)."""
     try:
-        if lists_by_prefix(jtable):
+        if by_prefix:
             found = jtable.io().listPrefix(path).iterator()
             while found.hasNext():
                 info = found.next()
