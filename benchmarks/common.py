@@ -26,11 +26,12 @@ DOC = REPO / "docs" / "benchmarks.md"
 
 
 @contextlib.contextmanager
-def private_lake(prefix: str) -> Iterator[Path]:
-    """A temporary LAKE_HOME and AIRFLOW_HOME for this process and the processes it starts."""
+def private_lake(prefix: str, lake_home: Path | None = None) -> Iterator[Path]:
+    """A temporary LAKE_HOME and AIRFLOW_HOME for this process and the processes it starts
+    (``lake_home``: that lake instead, kept)."""
     root = Path(tempfile.mkdtemp(prefix=f"lake-bench-{prefix}-"))
     os.environ.update({
-        "LAKE_HOME": str(root / "lake"),
+        "LAKE_HOME": str(lake_home or root / "lake"),
         "AIRFLOW_HOME": str(root / "airflow"),
         "AIRFLOW__CORE__LOAD_EXAMPLES": "False",
         "SPARK_LOCAL_IP": "127.0.0.1",

@@ -25,8 +25,6 @@ from airflow_lake_provider.core.table_digest import TableDigest
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.jobs.iceberg import java_class
 
-#: A manifest's ``content`` (``ManifestContent.id()``): 1 = delete files.
-_DELETE_MANIFEST = 1
 _KIND_OF_DELETE_CONTENT = {1: "position_delete_files", 2: "equality_delete_files"}
 
 
@@ -105,13 +103,18 @@ def _kinds(jtable, old_metadata, before: TableDigest, paths: list[str]) -> dict[
         iceberg.strings(util.manifestListLocations(jtable)))
     statistics = set(iceberg.strings(util.statisticsFilesLocations(old))) - set(
         iceberg.strings(util.statisticsFilesLocations(jtable)))
-    kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
-    expired = (old_metadata.snapshot(s.snapshot_id) for s in before.snapshots if s.snapshot_id not in kept)
-    manifests = {path: (content, manifest) for path, content, manifest in iceberg.manifests_of(jtable, expired)}
-    deleted = set(paths)
-    delete_kinds = _delete_file_kinds(jtable, [manifest for path, (content, manifest) in manifests.items()
-                                               if content == _DELETE_MANIFEST and path in deleted])
     by_kind: dict[str, list[str]] = {kind: [] for kind in DELETED_FILE_KINDS}
+    manifests: set[str] = set()
+    delete_kinds: dict[str, str] = {}
+    if any(path not in manifest_lists and path not in statistics for path in paths):
+        # Manifests or content files went too (often only manifest lists go: appends carry their manifests on).
+        kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
+        expired = [old_metadata.snapshot(s.snapshot_id) for s in before.snapshots if s.snapshot_id not in kept]
+        data, deletes = iceberg.manifests_of(jtable, expired)
+        delete_manifests = iceberg.with_paths(jtable, deletes)
+        manifests = {path for path, _ in iceberg.with_paths(jtable, data)} | {path for path, _ in delete_manifests}
+        deleted = set(paths)
+        delete_kinds = _delete_file_kinds(jtable, [manifest for path, manifest in delete_manifests if path in deleted])
     for path in paths:
         if path in manifest_lists:
             by_kind["manifest_lists"].append(path)

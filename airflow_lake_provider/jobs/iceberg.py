@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import json
 from collections.abc import Iterable, Iterator
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 from airflow_lake_provider.core.engines import SPARK_ACTION_MIN_FILES
@@ -197,19 +198,77 @@ def recorded(anchor, kept) -> list[str]:
     return strings(kept.build().collect(java_class(anchor, "java.util.stream.Collectors").toList()))
 
 
-def manifests_of(jtable, snapshots: Iterable[Any]) -> list[tuple[str, int, Any]]:
-    """(path, content ID, the Java ``ManifestFile``) of every manifest ``snapshots`` list, each once: gathered
-    into one Java set first (a manifest is listed by every later snapshot), then read once each."""
+#: Python threads that have Iceberg read manifest lists and manifests: each calls through its own py4j
+#: connection and Java thread, so the JVM decodes on every core while a thread waits for its answer.
+_READING_THREADS = 4
+#: Manifests one thread hands Iceberg at a time.
+_MANIFESTS_PER_CALL = 256
+
+
+def manifests_of(jtable, snapshots: Iterable[Any], *, detached: bool = False) -> tuple[Any, Any]:
+    """The data and the delete manifests ``snapshots`` list, as two Java sets of ``ManifestFile``: each
+    manifest once, though every later snapshot lists it.
+
+    ``detached``: read each manifest list through a copy of its snapshot (Iceberg's own JSON of it). A
+    snapshot keeps the manifests it read for its life, and the table's snapshots live as long as the
+    table: a history of n commits of one manifest each would hold n²/2 manifest entries (about 500,000
+    at 1,000 commits, a 1 GB driver's heap); the copies are dropped as soon as they are read."""
     io = jtable.io()
-    unique = java_class(jtable, "java.util.HashSet")()
-    for snapshot in snapshots:
-        unique.addAll(snapshot.allManifests(io))
-    manifests = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(unique)
+    keys = java_class(jtable, "java.util.concurrent.ConcurrentHashMap")
+    data, deletes = keys.newKeySet(), keys.newKeySet()
+    parser = java_class(jtable, "org.apache.iceberg.SnapshotParser")
+
+    def add(snapshot) -> None:
+        if detached:
+            snapshot = parser.fromJson(parser.toJson(snapshot))
+        data.addAll(snapshot.dataManifests(io))  # the snapshot reads its manifest list once for both
+        deletes.addAll(snapshot.deleteManifests(io))
+
+    with ThreadPoolExecutor(_READING_THREADS) as pool:
+        list(pool.map(add, snapshots))
+    return data, deletes
+
+
+def with_paths(jtable, manifests) -> list[tuple[str, Any]]:
+    """(path, the ``ManifestFile``) of each of ``manifests``, a Java collection."""
+    listed = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(manifests)
     found = []
-    for index in range(manifests.size()):
-        manifest = manifests.get(index)
-        found.append((str(manifest.path()), int(manifest.content().id()), manifest))
+    for index in range(listed.size()):
+        manifest = listed.get(index)
+        found.append((str(manifest.path()), manifest))
     return found
+
+
+def manifest_contents(jtable, manifests) -> tuple[list[str], list[str]]:
+    """The paths of ``manifests`` (a Java collection of ``ManifestFile``) and of the live files they list.
+
+    Iceberg reads a batch of manifests one after another inside one call (``ManifestFiles.readPaths`` of
+    each, concatenated; a manifest costs three py4j round trips, not one per file it lists), batches
+    side by side on the reading threads."""
+    io, specs = jtable.io(), jtable.specs()
+    read = java_class(jtable, "org.apache.iceberg.ManifestFiles")
+    concat = java_class(jtable, "org.apache.iceberg.io.CloseableIterable").concat
+    listed = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists").newArrayList(manifests)
+    size = listed.size()
+
+    def batch(start: int) -> tuple[list[str], list[str]]:
+        readers, paths = java_class(jtable, "java.util.ArrayList")(), []
+        for path, manifest in with_paths(jtable, listed.subList(start, min(start + _MANIFESTS_PER_CALL, size))):
+            paths.append(path)
+            readers.add(read.readPaths(manifest, io, specs))  # lazy: opened when the concatenation reaches it
+        files = concat(readers)
+        try:
+            return paths, strings(files)
+        finally:
+            files.close()
+
+    manifest_paths: list[str] = []
+    file_paths: list[str] = []
+    with ThreadPoolExecutor(_READING_THREADS) as pool:
+        for paths, files in pool.map(batch, range(0, size, _MANIFESTS_PER_CALL)):
+            manifest_paths += paths
+            file_paths += files
+    return manifest_paths, file_paths
 
 
 def implements(obj, interface: str) -> bool:

@@ -102,22 +102,18 @@ def _listed(jtable, conf, by_prefix: bool) -> list[str]:
 def reachable_files(jtable) -> dict[str, str]:
     """Every file some snapshot, tag or branch of the table reaches, and its metadata files: location ->
     kind (``core/orphan_guard.py``'s ``REFERENCE_KINDS``; ``deletes`` for any delete file)."""
-    io, specs = jtable.io(), jtable.specs()
     util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
-    manifest_files = java_class(jtable, "org.apache.iceberg.ManifestFiles")
     found = dict.fromkeys(iceberg.strings(util.metadataFileLocations(jtable, False)), "metadata")
     found[str(util.versionHintLocation(jtable))] = "metadata"
     found.update(dict.fromkeys(iceberg.strings(util.statisticsFilesLocations(jtable)), "statistics"))
     found.update(dict.fromkeys(iceberg.strings(util.manifestListLocations(jtable)), "manifest_list"))
     snapshots = jtable.snapshots()  # a Java list: one round trip per snapshot by index
-    for path, content, manifest in iceberg.manifests_of(jtable, (snapshots.get(i) for i in range(snapshots.size()))):
-        found[path] = "manifest"
-        kind = "data" if content == 0 else "deletes"
-        paths = manifest_files.readPaths(manifest, io, specs)  # live entries, data and delete manifests alike
-        try:
-            found.update(dict.fromkeys(iceberg.strings(paths), kind))
-        finally:
-            paths.close()
+    every = [snapshots.get(i) for i in range(snapshots.size())]
+    data, deletes = iceberg.manifests_of(jtable, every, detached=True)
+    for kind, manifests in (("data", data), ("deletes", deletes)):
+        paths, files = iceberg.manifest_contents(jtable, manifests)  # live entries alike in both
+        found.update(dict.fromkeys(paths, "manifest"))
+        found.update(dict.fromkeys(files, kind))
     return found
 
 
