@@ -28,8 +28,12 @@ ELIGIBLE = {
 }
 
 
-def test_a_v2_table_on_local_storage_or_s3_is_eligible():
+def test_a_v2_or_v3_table_on_local_storage_or_s3_is_eligible():
     assert arrow_ineligibility(**ELIGIBLE) is None
+    assert arrow_ineligibility(**{**ELIGIBLE, "format_version": 3}) is None
+    # PyIceberg's schema JSON names absent defaults as null.
+    no_defaults = {"fields": [{**f, "initial-default": None, "write-default": None} for f in SCHEMA["fields"]]}
+    assert arrow_ineligibility(**{**ELIGIBLE, "format_version": 3, "schema": no_defaults}) is None
     assert arrow_ineligibility(**{**ELIGIBLE, "location": "s3a://bucket/db/t",
                                   "properties": {"write.data.path": "s3://other/data"}}) is None
 
@@ -59,7 +63,15 @@ def test_s3_options_are_the_ones_the_tables_fileio_uses():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"strategy": "sort"}, "strategy 'sort' sorts rows"),
-    ({"format_version": 3}, "format v3 tables carry row lineage"),
+    ({"format_version": 4}, "format v4 is newer than the format v3 Arrow rewrites"),
+    *[({"format_version": 3, "schema": {"fields": [{"id": 1, "name": "v", "type": kind}]}},
+       f"column 'v' has type {kind}, a format v3 type Arrow does not rewrite")
+      for kind in ("variant", "geometry(srid:4326)", "geography(srid:4326, spherical)", "unknown", "timestamp_ns",
+                   "timestamptz_ns")],
+    ({"format_version": 3, "schema": {"fields": [{**SCHEMA["fields"][0], "initial-default": 7}]}},
+     "column 'id' has a default value (initial-default, format v3)"),
+    ({"format_version": 3, "schema": {"fields": [{**SCHEMA["fields"][0], "write-default": 7}]}},
+     "column 'id' has a default value (write-default, format v3)"),
     ({"options": {"output-spec-id": "0"}}, "output-spec-id names another partition spec"),
     ({"sort_order_fields": 1}, "has a sort order"),
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),

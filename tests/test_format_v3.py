@@ -71,6 +71,7 @@ def test_compaction_keeps_row_lineage_and_drops_deletion_vectors(spark, lake_hoo
 
     table = lake_hook.load_table(name)
     assert result["failed_groups"] == [] and result["snapshot_id_after"] == table.current_snapshot().snapshot_id
+    assert result["rewriter"] == "arrow", result["rewriter_note"]  # DVs applied and lineage carried by Arrow
     assert result["rewritten_data_files"] == files_before["DATA"]
     # Deletion vectors applied (the new files hold only live rows) and dropped with the files they covered.
     after = live_files(table)
