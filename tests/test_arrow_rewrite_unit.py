@@ -202,3 +202,24 @@ def test_a_deletion_vector_that_is_not_what_its_metadata_says_is_refused():
     data = DV_MAGIC + struct.pack("<q", 1) + struct.pack("<i", 0) + struct.pack("<II", 99, 0)
     with pytest.raises(CorruptDeletionVector, match="cookie"):
         deleted_positions(struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
+
+
+def test_row_lineage_is_what_icebergs_readers_give():
+    """A v3 file's ``_row_id`` and ``_last_updated_sequence_number`` as the Arrow rewriter writes them: the
+    file's value where it holds one, else ``first_row_id`` + position and the data sequence number
+    (``ParquetValueReaders.rowIds``/``lastUpdated``); without either number, Iceberg's action."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.jobs.arrow_rewrite import NotArrowRewritable, _arrow_schema, _with_lineage
+
+    schema = _arrow_schema({"fields": [{"id": 1, "name": "a", "type": "long", "required": False}]}, lineage=True)
+    assert [(f.name, f.metadata[b"PARQUET:field_id"]) for f in schema][1:] == [
+        ("_row_id", b"2147483540"), ("_last_updated_sequence_number", b"2147483539")]
+    rows = pa.Table.from_arrays([pa.chunked_array([[1, 2], [3]]), pa.chunked_array([[None, 5], [None]], pa.int64()),
+                                 pa.chunked_array([[None, 9], [None]], pa.int64())], schema=schema)
+    assert _with_lineage(rows, 100, 7).to_pydict() == {
+        "a": [1, 2, 3], "_row_id": [100, 5, 102], "_last_updated_sequence_number": [7, 9, 7]}
+    with pytest.raises(NotArrowRewritable, match="no first_row_id"):
+        _with_lineage(rows, None, 7)
+    with pytest.raises(NotArrowRewritable, match="no data sequence number"):
+        _with_lineage(rows, 100, None)

@@ -130,14 +130,14 @@ def _with_lineage(table, first_row_id: int | None, data_sequence_number: int | N
     import pyarrow as pa
     import pyarrow.compute as pc
 
-    if first_row_id is None:
+    if first_row_id is None or data_sequence_number is None:
         # Iceberg reads no lineage here and would write NULLs, to be assigned in its own row order.
-        raise NotArrowRewritable("a format v3 data file has no first_row_id (rows without row IDs yet)")
+        raise NotArrowRewritable("a format v3 data file has no first_row_id (rows without row IDs yet)"
+                                 if first_row_id is None else "a format v3 data file has no data sequence number")
     row_ids, sequences = table.num_columns - 2, table.num_columns - 1
     positions = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)), 1)
     row_id = pc.coalesce(table.column(row_ids), pc.add(positions, pa.scalar(first_row_id, pa.int64())))
-    sequence = table.column(sequences) if data_sequence_number is None else \
-        pc.coalesce(table.column(sequences), pa.scalar(data_sequence_number, pa.int64()))
+    sequence = pc.coalesce(table.column(sequences), pa.scalar(data_sequence_number, pa.int64()))
     return table.set_column(row_ids, table.field(row_ids), row_id).set_column(
         sequences, table.field(sequences), sequence)
 
