@@ -115,3 +115,78 @@ def test_equality_keys_match_as_icebergs_readers_match_them_not_as_sql(spark, la
     assert result["rewriter"] == "arrow" and result["removed_equality_delete_files"] == 1, result
     assert sorted(r.id for r in spark.table(f"lake.{name}").collect()) == [2, 5, 6]
     assert sorted(lake_hook.load_table(name).scan().to_arrow().column("id").to_pylist()) == [2, 5, 6]
+
+
+def _deletion_vectors(spark, table: str) -> list:
+    return spark.sql(f"SELECT file_path, content_offset, content_size_in_bytes, record_count, referenced_data_file "
+                     f"FROM {table}.delete_files WHERE upper(file_format) = 'PUFFIN'").collect()
+
+
+def _blob(dv) -> bytes:
+    with open(urlsplit(dv.file_path).path, "rb") as handle:
+        handle.seek(dv.content_offset)
+        return handle.read(dv.content_size_in_bytes)
+
+
+def test_deletion_vectors_are_read_as_iceberg_wrote_them_and_a_corrupt_one_is_refused(spark, lake_hook, namespace):
+    """The DVs of format v3 (``core/deletion_vectors.deleted_positions``): one written by Spark's DELETEs
+    (array, bitmap and run containers, merged over three DELETEs) gives exactly the ``_pos`` of the rows they
+    deleted; one written by Iceberg's ``BaseDVFileWriter`` at positions past 2^32 gives them back. A DV
+    whose blob fails Iceberg's checks is never read as some rows: ``rewriter='arrow'`` refuses, naming it,
+    and nothing is left written."""
+    from airflow_lake_provider.core.deletion_vectors import deleted_positions
+    from airflow_lake_provider.jobs import iceberg
+
+    name = f"{namespace}.dvs"
+    spark.sql(f"CREATE TABLE lake.{name} (id BIGINT) USING iceberg "
+              "TBLPROPERTIES ('format-version'='3', 'write.delete.mode'='merge-on-read')")
+    spark.range(0, 140_001).coalesce(1).writeTo(f"lake.{name}").append()
+    conditions = ["id % 2 = 0 AND id < 20000", "id BETWEEN 30000 AND 40000 OR id IN (65537, 69999)",
+                  "id >= 131072"]
+    deleted = sorted(r._pos for c in conditions for r in spark.sql(f"SELECT _pos FROM lake.{name} WHERE {c}").collect())
+    for condition in conditions:
+        spark.sql(f"DELETE FROM lake.{name} WHERE {condition}")
+    [dv] = _deletion_vectors(spark, f"lake.{name}")  # the third DELETE's DV holds the first two's positions
+    assert deleted_positions(_blob(dv), cardinality=dv.record_count) == deleted
+
+    jtable = iceberg.load_table(spark, "lake", name)
+    writer = iceberg.deletion_vector_writer(spark, jtable, "far")
+    far = [3, 2**32 + 5, 3 * 2**32 + 70_000]
+    partition = iceberg.java_class(jtable, "org.apache.iceberg.data.GenericRecord").create(jtable.spec().partitionType())
+    try:
+        for position in far:
+            writer.delete(f"{jtable.location()}/data/elsewhere.parquet", position, jtable.spec(), partition)
+    finally:
+        writer.close()
+    [written] = list(writer.result().deleteFiles())
+    with open(urlsplit(str(written.location())).path, "rb") as handle:
+        handle.seek(int(written.contentOffset()))
+        assert deleted_positions(handle.read(int(written.contentSizeInBytes())), cardinality=3) == far
+
+    # One bit of the bitmap flipped in place: the CRC no longer matches.
+    path = Path(urlsplit(dv.file_path).path)
+    data = bytearray(path.read_bytes())
+    data[dv.content_offset + 20] ^= 0x10
+    path.write_bytes(bytes(data))
+    table = lake_hook.load_table(name)
+    before = files_on_disk(table)
+    with pytest.raises(ValueError, match=r"rewriter='arrow' cannot rewrite .*deletion vector .*CRC-32"):
+        rewrite_job.run(spark, "lake", {"table": name, "options": {"rewrite-all": "true"}, "rewriter": "arrow"})
+    assert files_on_disk(lake_hook.load_table(name)) == before
+    assert lake_hook.load_table(name).current_snapshot().snapshot_id == table.current_snapshot().snapshot_id
+
+
+def test_a_v3_table_whose_rows_have_no_row_ids_yet_goes_to_icebergs_rewriter(spark, lake_hook, namespace):
+    """Upgraded from v2 and not committed to since, a table's files have no first row ID: Iceberg's readers
+    give its rows no lineage, and Iceberg's rewrite lets the commit assign new row IDs in its own row order,
+    which Arrow's files would not match. ``auto`` hands such a table to Iceberg's rewriter."""
+    name = f"{namespace}.upgraded"
+    spark.sql(f"CREATE TABLE lake.{name} (id BIGINT) USING iceberg TBLPROPERTIES ('format-version'='2')")
+    for i in range(2):
+        spark.sql(f"INSERT INTO lake.{name} VALUES ({i}), ({i + 10})")
+    spark.sql(f"ALTER TABLE lake.{name} SET TBLPROPERTIES ('format-version'='3')")
+    assert {r._row_id for r in spark.sql(f"SELECT _row_id FROM lake.{name}").collect()} == {None}
+    rows, files = spark_fingerprint(spark, name), live_files(lake_hook.load_table(name))["DATA"]
+    result = rewrite_job.run(spark, "lake", {"table": name, "options": {"rewrite-all": "true"}})
+    assert result["rewriter"] == "iceberg" and "no first_row_id" in result["rewriter_note"], result
+    assert spark_fingerprint(spark, name) == rows and result["rewritten_data_files"] == files > 1

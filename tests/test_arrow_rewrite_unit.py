@@ -2,6 +2,9 @@
 
 from __future__ import annotations
 
+import struct
+import zlib
+
 import pytest
 
 from airflow_lake_provider.core.object_storage import s3_options_from_file_io, s3_options_from_s3a, s3_path
@@ -12,6 +15,7 @@ from airflow_lake_provider.core.arrow_rewrite import (
     split_into_outputs,
     statistics_columns,
 )
+from airflow_lake_provider.core.deletion_vectors import DV_MAGIC, CorruptDeletionVector, deleted_positions
 
 SCHEMA = {"fields": [{"id": 1, "name": "id", "type": "long", "required": True},
                      {"id": 2, "name": "amount", "type": "decimal(10, 2)", "required": False},
@@ -24,8 +28,12 @@ ELIGIBLE = {
 }
 
 
-def test_a_v2_table_on_local_storage_or_s3_is_eligible():
+def test_a_v2_or_v3_table_on_local_storage_or_s3_is_eligible():
     assert arrow_ineligibility(**ELIGIBLE) is None
+    assert arrow_ineligibility(**{**ELIGIBLE, "format_version": 3}) is None
+    # PyIceberg's schema JSON names absent defaults as null.
+    no_defaults = {"fields": [{**f, "initial-default": None, "write-default": None} for f in SCHEMA["fields"]]}
+    assert arrow_ineligibility(**{**ELIGIBLE, "format_version": 3, "schema": no_defaults}) is None
     assert arrow_ineligibility(**{**ELIGIBLE, "location": "s3a://bucket/db/t",
                                   "properties": {"write.data.path": "s3://other/data"}}) is None
 
@@ -55,7 +63,15 @@ def test_s3_options_are_the_ones_the_tables_fileio_uses():
 
 @pytest.mark.parametrize(("change", "reason"), [
     ({"strategy": "sort"}, "strategy 'sort' sorts rows"),
-    ({"format_version": 3}, "format v3 tables carry row lineage"),
+    ({"format_version": 4}, "format v4 is newer than the format v3 Arrow rewrites"),
+    *[({"format_version": 3, "schema": {"fields": [{"id": 1, "name": "v", "type": kind}]}},
+       f"column 'v' has type {kind}, a format v3 type Arrow does not rewrite")
+      for kind in ("variant", "geometry(srid:4326)", "geography(srid:4326, spherical)", "unknown", "timestamp_ns",
+                   "timestamptz_ns")],
+    ({"format_version": 3, "schema": {"fields": [{**SCHEMA["fields"][0], "initial-default": 7}]}},
+     "column 'id' has a default value (initial-default, format v3)"),
+    ({"format_version": 3, "schema": {"fields": [{**SCHEMA["fields"][0], "write-default": 7}]}},
+     "column 'id' has a default value (write-default, format v3)"),
     ({"options": {"output-spec-id": "0"}}, "output-spec-id names another partition spec"),
     ({"sort_order_fields": 1}, "has a sort order"),
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),
@@ -109,3 +125,101 @@ def test_auto_leaves_a_clusters_compaction_to_its_executors():
     reason = cluster_reason("spark://127.0.0.1:7077")
     assert reason is not None and "cluster (spark)" in reason and "127.0.0.1" not in reason
     assert "cluster (yarn)" in cluster_reason("yarn") and "cluster (k8s)" in cluster_reason("k8s://https://api:443")
+
+
+# -- deletion vectors: the blob decoded (the DVs Iceberg writes: tests/test_arrow_rewrite.py) ---------------------
+
+def _roaring32(values: list[int], runs: bool) -> bytes:
+    """A 32-bit Roaring bitmap in the portable format: arrays, bitmaps, and (``runs``) run containers where
+    a container's values are one range."""
+    containers: dict[int, list[int]] = {}
+    for value in values:
+        containers.setdefault(value >> 16, []).append(value & 0xFFFF)
+    keys = sorted(containers)
+    is_run = [runs and c[-1] - c[0] + 1 == len(c) for c in (containers[k] for k in keys)]
+    if any(is_run):
+        head = struct.pack("<I", 12347 | (len(keys) - 1) << 16)
+        head += bytes(sum(1 << (i % 8) for i, r in enumerate(is_run) if r and i // 8 == b)
+                      for b in range((len(keys) + 7) // 8))
+    else:
+        head = struct.pack("<II", 12346, len(keys))
+    head += b"".join(struct.pack("<HH", k, len(containers[k]) - 1) for k in keys)
+    bodies = []
+    for key, run in zip(keys, is_run, strict=True):
+        lows = containers[key]
+        if run:
+            bodies.append(struct.pack("<HHH", 1, lows[0], len(lows) - 1))
+        elif len(lows) > 4096:
+            words = [0] * 1024
+            for low in lows:
+                words[low // 64] |= 1 << (low % 64)
+            bodies.append(struct.pack("<1024Q", *words))
+        else:
+            bodies.append(struct.pack(f"<{len(lows)}H", *lows))
+    if not any(is_run) or len(keys) >= 4:
+        start = len(head) + 4 * len(keys)
+        for body in bodies:
+            head += struct.pack("<I", start)
+            start += len(body)
+    return head + b"".join(bodies)
+
+
+def _dv_blob(positions: list[int], runs: bool = True) -> bytes:
+    by_key: dict[int, list[int]] = {}
+    for position in sorted(positions):
+        by_key.setdefault(position >> 32, []).append(position & 0xFFFFFFFF)
+    keys = range(max(by_key) + 1) if by_key else range(0)  # Iceberg writes an empty bitmap for every key below
+    bitmap = struct.pack("<q", len(keys)) + b"".join(
+        struct.pack("<i", key) + _roaring32(by_key.get(key, []), runs) for key in keys)
+    data = DV_MAGIC + bitmap
+    return struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data))
+
+
+@pytest.mark.parametrize("runs", [True, False], ids=["with-run-containers", "without"])
+def test_a_deletion_vector_gives_exactly_its_positions(runs):
+    positions = sorted({3, 0, 65535, 65536, *range(70_000, 70_010),  # arrays, a run
+                        *range(131_072, 131_072 + 2 * 5000, 2),  # a bitmap container (5,000 values)
+                        *range(200_000, 270_000),  # a run across two containers
+                        2**32 + 7, 5 * 2**32 + 65536 * 3 + 1})  # keys past 0, an empty bitmap between
+    assert deleted_positions(_dv_blob(positions, runs), cardinality=len(positions)) == positions
+    assert deleted_positions(_dv_blob([]), cardinality=0) == []
+
+
+def test_a_deletion_vector_that_is_not_what_its_metadata_says_is_refused():
+    blob = _dv_blob([1, 5, 9])
+    assert deleted_positions(blob, cardinality=3) == [1, 5, 9]
+    flipped = bytearray(blob)
+    flipped[14] ^= 0x01  # a bit of the bitmap: the CRC no longer matches
+    wrong_magic = blob[:4] + b"\x00" + blob[5:]
+    for corrupt, why in [(bytes(flipped), "CRC-32"), (wrong_magic, "magic"), (blob[:-1], "bytes of bitmap data"),
+                         (blob + b"\x00", "bytes of bitmap data"), (blob[3:], "bytes of bitmap data"),
+                         (b"\x00" * 8, "shorter than any")]:
+        with pytest.raises(CorruptDeletionVector, match=why):
+            deleted_positions(corrupt, cardinality=3)
+    with pytest.raises(CorruptDeletionVector, match="holds 3 positions, the delete file says 4"):
+        deleted_positions(blob, cardinality=4)
+    # A well-formed blob around a bitmap that is not one: refused, not read as some positions.
+    data = DV_MAGIC + struct.pack("<q", 1) + struct.pack("<i", 0) + struct.pack("<II", 99, 0)
+    with pytest.raises(CorruptDeletionVector, match="cookie"):
+        deleted_positions(struct.pack(">I", len(data)) + data + struct.pack(">I", zlib.crc32(data)))
+
+
+def test_row_lineage_is_what_icebergs_readers_give():
+    """A v3 file's ``_row_id`` and ``_last_updated_sequence_number`` as the Arrow rewriter writes them: the
+    file's value where it holds one, else ``first_row_id`` + position and the data sequence number
+    (``ParquetValueReaders.rowIds``/``lastUpdated``); without either number, Iceberg's action."""
+    import pyarrow as pa
+
+    from airflow_lake_provider.jobs.arrow_rewrite import NotArrowRewritable, _arrow_schema, _with_lineage
+
+    schema = _arrow_schema({"fields": [{"id": 1, "name": "a", "type": "long", "required": False}]}, lineage=True)
+    assert [(f.name, f.metadata[b"PARQUET:field_id"]) for f in schema][1:] == [
+        ("_row_id", b"2147483540"), ("_last_updated_sequence_number", b"2147483539")]
+    rows = pa.Table.from_arrays([pa.chunked_array([[1, 2], [3]]), pa.chunked_array([[None, 5], [None]], pa.int64()),
+                                 pa.chunked_array([[None, 9], [None]], pa.int64())], schema=schema)
+    assert _with_lineage(rows, 100, 7).to_pydict() == {
+        "a": [1, 2, 3], "_row_id": [100, 5, 102], "_last_updated_sequence_number": [7, 9, 7]}
+    with pytest.raises(NotArrowRewritable, match="no first_row_id"):
+        _with_lineage(rows, None, 7)
+    with pytest.raises(NotArrowRewritable, match="no data sequence number"):
+        _with_lineage(rows, 100, None)

@@ -22,7 +22,7 @@ import uuid
 import pytest
 
 from airflow_lake_provider.core.job_registry import job_for
-from airflow_lake_provider.jobs.deletion_vectors import read_problems
+from airflow_lake_provider.jobs.deletion_vectors import _in_driver, read_problems
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.steps.repair_deletion_vectors import RepairDeletionVectorsStep
 from airflow_lake_provider.steps.runner import CatalogTable, run_step
@@ -107,6 +107,8 @@ def test_a_table_with_two_dvs_for_a_file_is_refused_then_repaired_and_maintained
     problems = read_problems(spark, "lake", name, snapshot)
     assert list(problems.duplicates) == [path] and len(problems.duplicates[path]) == 2
     assert [dv.referenced_data_file for dv in problems.dangling] == [path.replace(".parquet", "-never-written.parquet")]
+    # The same read in a driver without Spark (the Arrow rewriter's), through Iceberg's manifests.
+    assert _in_driver(iceberg.load_table(spark, "lake", name), snapshot) == problems
 
     # The shipped DAG: the rewrite refuses the snapshot, naming the file and the repair; nothing is committed.
     capfd.readouterr()

@@ -64,13 +64,16 @@ def test_compaction_keeps_row_lineage_and_drops_deletion_vectors(spark, lake_hoo
     context = {"ti": FakeTaskInstance(task_id="rewrite")}
     plan = IcebergRewritePlanOperator(task_id="plan", table=name, min_input_files=2).execute(
         {"ti": FakeTaskInstance(task_id="plan")})
-    result = IcebergRewriteDataFilesOperator(
+    rewrite = IcebergRewriteDataFilesOperator(
         task_id="rewrite", table=name, plan=plan,
         options={"use-starting-sequence-number": str(use_starting_sequence_number).lower()},
-    ).execute(context)
+    )
+    result = rewrite.execute(context)
 
     table = lake_hook.load_table(name)
     assert result["failed_groups"] == [] and result["snapshot_id_after"] == table.current_snapshot().snapshot_id
+    assert result["rewriter"] == "arrow", result["rewriter_note"]  # DVs applied and lineage carried by Arrow
+    assert rewrite._job_hook.application_id is None  # the DV checks too ran in the driver, without Spark
     assert result["rewritten_data_files"] == files_before["DATA"]
     # Deletion vectors applied (the new files hold only live rows) and dropped with the files they covered.
     after = live_files(table)

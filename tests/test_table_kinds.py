@@ -36,9 +36,10 @@ from lake_checks import (
 AWKWARD_KEYS = ["it's", 'say "hi"', "a/b", "k=v", "100%", "ünïcødé ✓", "", None]
 AWKWARD_DAYS = [dt.date(1969, 12, 31), dt.date(1900, 1, 1)]
 APPENDS = 5  # Iceberg's default min-input-files: every partition qualifies for compaction
-#: Format v2 kinds of one partition spec, without sort order or nested columns: the rewrite's `auto` takes
-#: the Arrow rewriter (position and equality deletes applied).
-ARROW_KINDS = {"pyiceberg_written", "awkward_partitions", "v2_position_deletes", "equality_deletes"}
+#: Kinds of one partition spec, without sort order or nested columns: the rewrite's `auto` takes the Arrow
+#: rewriter (position and equality deletes and deletion vectors applied, v3 row lineage carried).
+ARROW_KINDS = {"pyiceberg_written", "awkward_partitions", "v2_position_deletes", "equality_deletes",
+               "v3_deletion_vectors"}
 
 
 def _v2_position_deletes(spark, name: str, lake_hook) -> None:

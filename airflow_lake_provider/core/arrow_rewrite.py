@@ -3,9 +3,10 @@
 The Arrow rewriter (``jobs/arrow_rewrite.py``) keeps Iceberg's planner and Iceberg's commit and
 replaces only the part between them: reading the small files and writing the new ones. It is
 taken only where the files it writes are provably what Iceberg's Spark writer would have
-committed: the same rows (position and equality deletes applied as Iceberg's readers apply them,
-``jobs/arrow_deletes.py``; no row lineage to carry, so no format v3), the same columns by field
-ID, files of the current partition spec only, no sort order, and a codec both writers share.
+committed: the same rows (position and equality deletes and deletion vectors applied as Iceberg's
+readers apply them, ``jobs/arrow_deletes.py``), the same columns by field ID (on format v3 also each
+row's lineage, :data:`ROW_LINEAGE`, as Iceberg's rewrite writes it), files of the current partition
+spec only, no sort order, and a codec both writers share.
 Everything else goes to Iceberg's own ``rewrite_data_files``; :func:`arrow_ineligibility` says
 why, in words a user sees in the task's log and result.
 """
@@ -33,6 +34,15 @@ _DECIMAL = re.compile(r"^decimal\(\s*(\d+)\s*,\s*(\d+)\s*\)$")
 _CODECS = {"zstd": "zstd", "gzip": "gzip", "snappy": "snappy", "brotli": "brotli", "uncompressed": "none"}
 #: parquet-mr's levels when the table sets none (Arrow's own zstd default is 1, Iceberg's writer uses 3).
 _DEFAULT_LEVELS = {"zstd": 3, "gzip": 6}
+
+#: Format v3's row lineage (``MetadataColumns.ROW_ID``, ``LAST_UPDATED_SEQUENCE_NUMBER``): (field ID, name).
+#: Iceberg's rewrite of a v3 table writes both after the table's columns, optional longs, for every row as
+#: its reader gives them: the file's value, else ``_row_id`` = the file's ``first_row_id`` + the row's
+#: position and ``_last_updated_sequence_number`` = the file's data sequence number. So each row keeps
+#: its lineage although the new file gets new ones.
+ROW_LINEAGE = ((2147483540, "_row_id"), (2147483539, "_last_updated_sequence_number"))
+#: Format v3's types (Iceberg's JSON names, ``geometry(...)`` and ``geography(...)`` by prefix): Iceberg's writer's.
+_V3_TYPES = ("variant", "geometry", "geography", "unknown", "timestamp_ns", "timestamptz_ns")
 
 #: Table properties that move where new data files go (Iceberg's LocationProviders).
 _DATA_LOCATION_PROPERTIES = ("write.data.path", "write.object-storage.path", "write.folder-storage.path")
@@ -67,8 +77,8 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     """
     if strategy != "binpack":
         return f"strategy {strategy!r} sorts rows (Arrow only bin-packs)"
-    if format_version >= 3:
-        return f"format v{format_version} tables carry row lineage and deletion vectors"
+    if format_version > 3:
+        return f"format v{format_version} is newer than the format v3 Arrow rewrites"
     if str(options.get("output-spec-id", current_spec_id)) != str(current_spec_id):
         return "output-spec-id names another partition spec"
     if sort_order_fields:
@@ -87,9 +97,15 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     if unknown:
         return f"options {unknown} are for Iceberg's Spark rewriter"
     for field in schema.get("fields", []):
+        kind = field["type"]["type"] if isinstance(field.get("type"), dict) else field.get("type")
+        if str(kind).startswith(_V3_TYPES):
+            return f"column {field.get('name')!r} has type {kind}, a format v3 type Arrow does not rewrite"
         if not arrow_type_supported(field.get("type")):
-            kind = field["type"]["type"] if isinstance(field.get("type"), dict) else field.get("type")
             return f"column {field.get('name')!r} has type {kind}, which Arrow does not rewrite here"
+        default = next((key for key in ("initial-default", "write-default") if field.get(key) is not None), None)
+        if default is not None:
+            return (f"column {field.get('name')!r} has a default value ({default}, format v3), which Arrow does not "
+                    "fill in")
     return None
 
 

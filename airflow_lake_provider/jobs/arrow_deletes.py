@@ -5,12 +5,15 @@ numbers and partition scope already decided: ``FetchScanTasksResponse``'s ``dele
 Here they are applied as Iceberg's readers apply them (``DeleteFilter``):
 
 * position deletes: the rows at the positions a delete file lists for this data file's exact path;
+* deletion vectors (format v3): the rows at the positions of the DV naming this data file, its blob read
+  by a byte-range read of the Puffin file (``content_offset``, ``content_size_in_bytes``) and decoded as
+  Iceberg decodes it (``core/deletion_vectors.deleted_positions``: length, magic, CRC and cardinality
+  checked; a DV that fails a check is :class:`UnreadableDeletes`, never a guess);
 * equality deletes: the rows whose values of the delete file's equality fields equal one of its rows,
   compared as Iceberg compares them (``StructLikeSet``): NULL equals NULL, and floating-point values by
   Java's ``Double.compare`` (every NaN one value, ``-0.0`` apart from ``0.0``), not as SQL does.
 
 Each delete file is read once per file group, however many of the group's data files it applies to.
-Deletion vectors are not read here: format v3 tables stay with Iceberg's writer (row lineage).
 """
 
 from __future__ import annotations
@@ -18,6 +21,8 @@ from __future__ import annotations
 from dataclasses import dataclass
 from decimal import Decimal
 from typing import Any
+
+from airflow_lake_provider.core.deletion_vectors import CorruptDeletionVector, deleted_positions
 
 #: Iceberg's reserved field IDs of a position delete file's columns.
 FILE_PATH_FIELD_ID, POS_FIELD_ID = 2147483546, 2147483545
@@ -106,6 +111,7 @@ class GroupDeletes:
         self.documents, self.storage = documents, storage
         self.types = {int(f.metadata[b"PARQUET:field_id"]): f.type for f in arrow_schema}
         self.positions: list[dict[str, Any]] = [{} for _ in documents]
+        self.dv_targets: list[str | None] = [None] * len(documents)  # the one data file each DV names
         self.equality: list[_EqualityDeletes | None] = [None] * len(documents)
 
     def load(self, pool) -> None:
@@ -116,11 +122,16 @@ class GroupDeletes:
     def _load(self, index: int) -> None:
         document = self.documents[index]
         path, content = document["file-path"], document["content"]
-        if document.get("file-format", "parquet").lower() != "parquet":
+        file_format = document.get("file-format", "parquet").lower()
+        if content == "position-deletes" and file_format == "puffin":
+            target, positions = self._deletion_vector(document)
+            self.dv_targets[index], self.positions[index] = target, {target: positions}
+            return
+        if file_format != "parquet":
             raise UnreadableDeletes(f"delete file {path} is not Parquet")
         if content == "position-deletes":
             if document.get("content-offset") is not None:
-                raise UnreadableDeletes(f"{path} holds deletion vectors")
+                raise UnreadableDeletes(f"{path} holds a blob at an offset, but is not a Puffin file")
             self.positions[index] = self._positions(path)
         elif content == "equality-deletes":
             field_ids = tuple(int(i) for i in document["equality-ids"])
@@ -133,6 +144,22 @@ class GroupDeletes:
                 field_ids, _key_table([columns[i] for i in field_ids], [self.types[i] for i in field_ids]))
         else:
             raise UnreadableDeletes(f"delete file {path} has content {content!r}")
+
+    def _deletion_vector(self, document: dict[str, Any]) -> tuple[str, Any]:
+        """The data file a DV names, and the positions it deletes (read from its blob alone)."""
+        import pyarrow as pa
+
+        path, target = document["file-path"], document.get("referenced-data-file")
+        offset, size = document.get("content-offset"), document.get("content-size-in-bytes")
+        if target is None or offset is None or size is None:
+            raise UnreadableDeletes(f"deletion vector in {path} names no data file or no blob")
+        try:
+            blob = self.storage.read_range(path, int(offset), int(size))
+            positions = deleted_positions(blob, cardinality=int(document["record-count"]))
+        except (CorruptDeletionVector, OSError) as error:
+            raise UnreadableDeletes(f"the deletion vector of {target} in {path} at offset {offset} cannot be read "
+                                    f"as Iceberg reads it: {error}") from error
+        return target, pa.array(positions, pa.int64())
 
     def _positions(self, path: str) -> dict[str, Any]:
         """The positions a position delete file lists, by the data file path they are for."""
@@ -152,6 +179,9 @@ class GroupDeletes:
 
         if not references or table.num_rows == 0:
             return table
+        strangers = [self.dv_targets[i] for i in references if self.dv_targets[i] not in (None, data_path)]
+        if strangers:  # Iceberg's planner attaches a DV only to the file it names: never expected
+            raise UnreadableDeletes(f"deletion vectors of {strangers} were attached to {data_path}")
         deleted = [self.positions[i][data_path] for i in references if data_path in self.positions[i]]
         by_fields: dict[tuple[int, ...], list[Any]] = {}
         for index in references:

@@ -7,19 +7,20 @@ vectorised reader's column batches into rows for Iceberg's row writer. Here Iceb
 ``BinPackRewriteFilePlanner`` makes the file groups (the same groups the Spark action makes from
 the same options), Arrow reads each group's files by Iceberg field ID (a column a file leaves out
 holds its identity partition value, as Iceberg's readers fill it in), applies the position and
-equality deletes Iceberg's planner attached to each file (``jobs/arrow_deletes.py``), and writes the new files in the
-table's codec (gzip where the table names none, as Iceberg's writer) with the field IDs; each file's
-metrics are built from the values written, under the table's metrics modes
+equality deletes and deletion vectors Iceberg's planner attached to each file (``jobs/arrow_deletes.py``), on
+format v3 carries each row's lineage as Iceberg's rewrite writes it (``core/arrow_rewrite.ROW_LINEAGE``), and
+writes the new files in the table's codec (gzip where the table names none, as Iceberg's writer) with the field
+IDs; each file's metrics are built from the values written, under the table's metrics modes
 (``core/file_metrics.py``: not read back from Arrow's footer statistics, which leave long values
 out); and Iceberg's ``RewriteDataFilesCommitManager`` commits (``jobs/rewriters.py``), the commit the
 Spark action makes: validated from the starting snapshot, with the job's snapshot properties and
 sequence-number choice.
 
 Only where the result is provably the same (``core/arrow_rewrite.py`` decides; the rest goes to
-the Spark action): format v1/v2 (no deletion vectors, no row lineage), files of the current spec,
-no sort order, flat columns of common types, a local file system. A file without field IDs (or a
-delete file this path cannot apply), found while reading, turns the whole attempt back to the
-Spark action with every file this attempt wrote deleted.
+the Spark action): format v1 to v3, files of the current spec, no sort order, flat columns of
+common types, a local file system or S3. A file without field IDs (or a delete file this path cannot
+apply, or a v3 file whose rows have no row IDs yet), found while reading, turns the whole attempt back
+to the Spark action with every file this attempt wrote deleted.
 
 The Parquet work runs in the driver on a thread pool (Arrow releases the GIL): a group's files are
 read in parallel and written into row groups of the table's ``write.parquet.row-group-size-bytes``,
@@ -36,6 +37,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from airflow_lake_provider.core.arrow_rewrite import (
+    ROW_LINEAGE,
     arrow_ineligibility,
     decimal_type,
     dictionary_columns,
@@ -95,8 +97,9 @@ def _schema_json(jtable) -> dict[str, Any]:
     return json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.SchemaParser").toJson(jtable.schema())))
 
 
-def _arrow_schema(schema_json: dict[str, Any]):
-    """The table's current schema as Arrow's, each field carrying its Iceberg field ID."""
+def _arrow_schema(schema_json: dict[str, Any], lineage: bool):
+    """The table's current schema as Arrow's, each field carrying its Iceberg field ID; with ``lineage``
+    (format v3) followed by the row lineage fields, as Iceberg's rewrite writes them."""
     import pyarrow as pa
 
     simple = {"boolean": pa.bool_(), "int": pa.int32(), "long": pa.int64(), "float": pa.float32(),
@@ -113,7 +116,30 @@ def _arrow_schema(schema_json: dict[str, Any]):
             arrow_type = pa.decimal128(*decimal)
         fields.append(pa.field(field["name"], arrow_type, nullable=not field["required"],
                                metadata={b"PARQUET:field_id": str(field["id"]).encode()}))
+    if lineage:
+        fields += [pa.field(name, pa.int64(), metadata={b"PARQUET:field_id": str(field_id).encode()})
+                   for field_id, name in ROW_LINEAGE]
     return pa.schema(fields)
+
+
+def _with_lineage(table, first_row_id: int | None, data_sequence_number: int | None):
+    """A v3 data file's rows (every row, in the file's order) with their lineage as Iceberg's readers give it
+    (``ParquetValueReaders.rowIds``, ``lastUpdated``): the file's value where it holds one, else the file's
+    ``first_row_id`` + the row's position, and the file's data sequence number. The rewrite writes these,
+    so each row keeps them in its new file."""
+    import pyarrow as pa
+    import pyarrow.compute as pc
+
+    if first_row_id is None or data_sequence_number is None:
+        # Iceberg reads no lineage here and would write NULLs, to be assigned in its own row order.
+        raise NotArrowRewritable("a format v3 data file has no first_row_id (rows without row IDs yet)"
+                                 if first_row_id is None else "a format v3 data file has no data sequence number")
+    row_ids, sequences = table.num_columns - 2, table.num_columns - 1
+    positions = pc.subtract(pc.cumulative_sum(pa.repeat(pa.scalar(1, pa.int64()), table.num_rows)), 1)
+    row_id = pc.coalesce(table.column(row_ids), pc.add(positions, pa.scalar(first_row_id, pa.int64())))
+    sequence = pc.coalesce(table.column(sequences), pa.scalar(data_sequence_number, pa.int64()))
+    return table.set_column(row_ids, table.field(row_ids), row_id).set_column(
+        sequences, table.field(sequences), sequence)
 
 
 def _read_by_field_id(storage: Storage, path: str, schema, constants: dict[int, Any]):
@@ -220,6 +246,7 @@ class _Layout:
     row_group_bytes: int
     dictionary: list[str]
     statistics: list[str]
+    lineage: bool  # format v3: the row lineage columns follow the table's (``ROW_LINEAGE``)
 
     @property
     def types(self) -> dict[int, str]:
@@ -235,12 +262,17 @@ def _layout(jtable, properties: dict[str, str]) -> _Layout:
         columns.append(_Column(int(field["id"]), field["name"], field["type"],
                                MetricsMode.parse(str(config.columnMode(field["name"]))),
                                decimal[1] if decimal else None))
+    lineage = iceberg.format_version(jtable) >= 3
+    if lineage:  # metrics as Iceberg's writer keeps them for every column it writes, by the column's name
+        columns += [_Column(field_id, name, "long", MetricsMode.parse(str(config.columnMode(name))), None)
+                    for field_id, name in ROW_LINEAGE]
     spec_json = json.loads(str(iceberg.java_class(jtable, "org.apache.iceberg.PartitionSpecParser")
                                .toJson(jtable.spec())))
     codec, level = parquet_codec(properties) or ("gzip", 6)
     named = [(column.name, column.type) for column in columns]
-    return _Layout(_arrow_schema(schema_json), columns, spec_json, int(jtable.sortOrder().orderId()), codec, level,
-                   row_group_bytes(properties), dictionary_columns(properties, named), statistics_columns(named))
+    return _Layout(_arrow_schema(schema_json, lineage), columns, spec_json, int(jtable.sortOrder().orderId()), codec,
+                   level, row_group_bytes(properties), dictionary_columns(properties, named),
+                   statistics_columns(named), lineage)
 
 
 @dataclass
@@ -273,13 +305,21 @@ class _GroupWriter:
         indexes of its delete files in ``self.deletes`` (``delete-file-references``); refused when one
         belongs to an older partition spec (its rows may belong to several partitions of the current
         one: Iceberg's writer splits them, this one does not)."""
-        document = iceberg.scan_tasks_document(self.jtable, self.group.fileScanTasks())
+        tasks = self.group.fileScanTasks()
+        document = iceberg.scan_tasks_document(self.jtable, tasks)
         self.deletes = GroupDeletes(document.get("delete-files") or [], self.layout.arrow_schema, self.storage)
         files = [{**task["data-file"], "delete-file-references": task.get("delete-file-references") or []}
                  for task in document["file-scan-tasks"]]
         current = int(self.spec.specId())
         if any(int(f["spec-id"]) != current for f in files):
             raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
+        if self.layout.lineage:  # each file's data sequence number (not in Iceberg's JSON of a content file)
+            for data_file, task in zip(files, tasks, strict=True):
+                java_file = task.file()
+                if str(java_file.location()) != data_file["file-path"]:
+                    raise NotArrowRewritable("Iceberg's scan tasks and their JSON list files in different orders")
+                sequence = java_file.dataSequenceNumber()
+                data_file["data-sequence-number"] = int(sequence) if sequence is not None else None
         return files
 
     def _read(self, data_file: dict[str, Any]):
@@ -289,7 +329,12 @@ class _GroupWriter:
             raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
                                      f"{error}") from error
         rows = _read_by_field_id(self.storage, data_file["file-path"], self.layout.arrow_schema, constants)
-        return self.deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
+        if self.layout.lineage:
+            rows = _with_lineage(rows, data_file.get("first-row-id"), data_file["data-sequence-number"])
+        try:
+            return self.deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
+        except UnreadableDeletes as unreadable:
+            raise NotArrowRewritable(str(unreadable)) from unreadable
 
     def write(self) -> None:
         import pyarrow as pa

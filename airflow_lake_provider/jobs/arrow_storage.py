@@ -48,6 +48,19 @@ class Storage:
             os.makedirs(os.path.dirname(self.path(location)), exist_ok=True)
         return pq.ParquetWriter(self.path(location), schema, filesystem=self.filesystem, **options)
 
+    def read_range(self, location: str, offset: int, size: int) -> bytes:
+        """``size`` bytes of the file at ``offset`` (a blob in a Puffin file), all of them or an error."""
+        if self.filesystem is None:
+            with open(self.path(location), "rb") as handle:
+                handle.seek(offset)
+                data = handle.read(size)
+        else:
+            with self.filesystem.open_input_file(self.path(location)) as handle:
+                data = handle.read_at(size, offset)
+        if len(data) != size:
+            raise OSError(f"{location} holds {len(data)} bytes at offset {offset}, not the {size} its metadata says")
+        return bytes(data)
+
     def size(self, location: str) -> int:
         if self.filesystem is None:
             return os.path.getsize(self.path(location))

@@ -164,7 +164,8 @@ class _Run:
                 "or one of its ancestors: the table was rolled back or the snapshot expired. Plan again."
             )
         if _holds_deletion_vectors(jtable):
-            check_before(spark, catalog, args.table, before, doing="rewrite")  # two DVs for a file: no engine reads it
+            # Two DVs for a file: no engine reads it.
+            check_before(spark, catalog, args.table, before, doing="rewrite", jtable=jtable)
         expression = _partition_expression(spark, jtable, args.partitions) if args.partitions is not None else None
         _refuse_unsafe_dangling_delete_removal(spark, jtable, args.options)
         props = {**args.snapshot_properties, REWRITE_ID_PROPERTY: uuid.uuid4().hex}
@@ -264,7 +265,7 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
     manifests = _rewrite_manifests(job) if args.rewrite_manifests else None
     commits = job.own_commits()
     if commits and _holds_deletion_vectors(job.scope.jtable):
-        check_after(spark, catalog, args.table, int(commits[-1].snapshotId()), doing="rewrite")
+        check_after(spark, catalog, args.table, int(commits[-1].snapshotId()), doing="rewrite", jtable=job.scope.jtable)
     return RewriteResult.of(
         args,
         snapshot_id_before=job.before,
