@@ -64,6 +64,11 @@ def test_the_driver_lists_the_orphans_icebergs_action_lists(spark, lake_hook, na
     found = {os.path.relpath(local_path(path), root) for path in ours}
     assert found >= {s for s in STRAYS if not any(h in s for h in HIDDEN)}
     assert not {s for s in STRAYS if any(h in s for h in HIDDEN)} & found and "data/young.parquet" not in found
+    # The lists read without their partition summaries name what the snapshots' own reading names.
+    snapshots = jtable.snapshots()
+    whole = iceberg.manifests_of(jtable, [snapshots.get(i) for i in range(snapshots.size())], detached=True)
+    assert {p for p, _, _ in iceberg.with_paths(jtable, iceberg.all_manifests(jtable))} == {
+        p for p, _, _ in iceberg.with_paths(jtable, whole)}
 
 
 def test_the_comparison_is_icebergs():

@@ -26,7 +26,7 @@ from hypothesis import strategies as st
 from lake_checks import local_path, rows_fingerprint
 
 from airflow_lake_provider.core.contracts import ExpireJobArgs, ExpiryOutcome
-from airflow_lake_provider.core.worker_expiry import ReachableFiles, expire_in_worker, worker_refusal
+from airflow_lake_provider.core.worker_expiry import ReachableFiles, expire_in_worker, too_large, worker_refusal
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jobs import iceberg
 from airflow_lake_provider.steps.expire import ExpireStep
@@ -239,6 +239,24 @@ def test_what_the_worker_leaves_to_the_job_is_said_before_anything_changes(lake_
     run_step(ExpireStep(table=name, snapshot_ids=ids[:1]), CatalogTable(lake_hook.catalog, name), None,
              lambda args: jobs.append(args) or ExpiryOutcome(expired_snapshot_ids=ids[:1]))
     assert [job.snapshot_ids for job in jobs] == [ids[:1]]
+
+
+def test_auto_leaves_a_history_whose_manifest_lists_are_long_to_the_job(lake_hook, namespace, monkeypatch):
+    # Appends carry every earlier manifest on: 6 commits, lists of 1 to 6 entries, 21 together.
+    from demo_data import create_events_table
+
+    name = f"{namespace}.long_lists"
+    table = create_events_table(lake_hook.catalog, name, days=1, commits_per_day=6, rows_per_commit=2)
+    ids = [s.snapshot_id for s in table.snapshots()]
+    monkeypatch.setattr("airflow_lake_provider.core.worker_expiry.AUTO_SPARK_MIN_LIST_ENTRIES", 21)
+    assert too_large(table, ReachableFiles(table.io)) is None
+    monkeypatch.setattr("airflow_lake_provider.core.worker_expiry.AUTO_SPARK_MIN_LIST_ENTRIES", 5)
+    assert too_large(table, ReachableFiles(table.io)) == "manifest lists of over 21 entries together (Spark from 5)"
+    jobs = []
+    run_step(ExpireStep(table=name, snapshot_ids=ids[:1]), CatalogTable(lake_hook.catalog, name), None,
+             lambda args: jobs.append(args) or ExpiryOutcome(expired_snapshot_ids=ids[:1]))
+    assert [job.snapshot_ids for job in jobs] == [ids[:1]]
+    assert [s.snapshot_id for s in lake_hook.load_table(name).snapshots()] == ids  # the worker changed nothing
 
 
 def test_clean_expires_its_policys_snapshots_in_the_worker_and_lists_orphans_only_when_one_can_be(

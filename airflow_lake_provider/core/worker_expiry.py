@@ -47,6 +47,12 @@ AUTO_SPARK_MIN_SNAPSHOTS = 2_000
 #: ... and one whose manifests hold this many entries: the worker reads every manifest of every
 #: snapshot (the plan's basis, docs/benchmarks.md: about 0.07 s and 3.3 MB per 1,000 entries).
 AUTO_SPARK_MIN_MANIFEST_ENTRIES = 200_000
+#: ... and one whose manifest lists hold this many entries together: the worker decodes every list (in
+#: Python), which the job's driver does in a few seconds whatever the history. Measured on the whole-run
+#: benchmark's table (982 snapshots, lists of 1,000-2,000 manifests with partition summaries): 32 s in the
+#: worker, about 20 us per entry; the expire job there took 4.3 s, JVM start included. The worker stops
+#: reading at this many and leaves the table to the job.
+AUTO_SPARK_MIN_LIST_ENTRIES = 100_000
 #: Commits tried before the worker gives up (writers kept committing between its reads and commits).
 COMMIT_ATTEMPTS = 3
 _THREADS = 8
@@ -72,6 +78,10 @@ def worker_refusal(metadata: TableMetadata, snapshot_ids: Iterable[int]) -> str 
     return None
 
 
+class ListsTooLong(Exception):
+    """The manifest lists read so far hold more entries than the worker reads (the count, at least)."""
+
+
 class ReachableFiles:
     """The files a table's snapshots reach, reading each manifest list and manifest once."""
 
@@ -80,12 +90,19 @@ class ReachableFiles:
         self._lists: dict[str, list[ManifestFile]] = {}
         self._entries: dict[str, list[tuple[str, str]]] = {}
 
-    def manifests(self, metadata: TableMetadata) -> dict[str, ManifestFile]:
-        """Every manifest of every snapshot of ``metadata``, by path."""
+    def manifests(self, metadata: TableMetadata, *, max_list_entries: int | None = None) -> dict[str, ManifestFile]:
+        """Every manifest of every snapshot of ``metadata``, by path. With ``max_list_entries``, raises
+        :class:`ListsTooLong` as soon as the lists read hold more entries than that together."""
         todo = [s for s in metadata.snapshots if s.manifest_list not in self._lists]
+        step = 4 * _THREADS  # lists read between two looks at the total
         with ThreadPoolExecutor(_THREADS) as pool:
-            for snapshot, manifests in zip(todo, pool.map(lambda s: s.manifests(self.io), todo), strict=True):
-                self._lists[snapshot.manifest_list] = manifests
+            for start in range(0, len(todo), step):
+                chunk = todo[start:start + step]
+                for snapshot, manifests in zip(chunk, pool.map(lambda s: s.manifests(self.io), chunk), strict=True):
+                    self._lists[snapshot.manifest_list] = manifests
+                read = sum(len(manifests) for manifests in self._lists.values())
+                if max_list_entries is not None and read > max_list_entries:
+                    raise ListsTooLong(read)
         return {m.manifest_path: m for s in metadata.snapshots for m in self._lists[s.manifest_list]}
 
     def files(self, metadata: TableMetadata) -> dict[str, set[str]]:
@@ -128,7 +145,12 @@ def too_large(table: Table, reachable: ReachableFiles) -> str | None:
     snapshots = len(table.metadata.snapshots)
     if snapshots >= AUTO_SPARK_MIN_SNAPSHOTS:
         return f"{snapshots:,} snapshots (Spark from {AUTO_SPARK_MIN_SNAPSHOTS:,})"
-    entries = manifest_entries(reachable.manifests(table.metadata).values())
+    try:
+        manifests = reachable.manifests(table.metadata, max_list_entries=AUTO_SPARK_MIN_LIST_ENTRIES)
+    except ListsTooLong as too_long:
+        return (f"manifest lists of over {too_long.args[0]:,} entries together "
+                f"(Spark from {AUTO_SPARK_MIN_LIST_ENTRIES:,})")
+    entries = manifest_entries(manifests.values())
     if entries is None:
         return "manifest lists without file counts (format v1): the worker cannot bound the work"
     if entries >= AUTO_SPARK_MIN_MANIFEST_ENTRIES:

@@ -110,11 +110,11 @@ def _kinds(jtable, old_metadata, before: TableDigest, paths: list[str]) -> dict[
         # Manifests or content files went too (often only manifest lists go: appends carry their manifests on).
         kept = {s.snapshot_id for s in iceberg.metadata_digest(jtable.operations().current()).snapshots}
         expired = [old_metadata.snapshot(s.snapshot_id) for s in before.snapshots if s.snapshot_id not in kept]
-        data, deletes = iceberg.manifests_of(jtable, expired)
-        delete_manifests = iceberg.with_paths(jtable, deletes)
-        manifests = {path for path, _ in iceberg.with_paths(jtable, data)} | {path for path, _ in delete_manifests}
+        listed = iceberg.with_paths(jtable, iceberg.manifests_of(jtable, expired))
+        manifests = {path for path, _, _ in listed}
         deleted = set(paths)
-        delete_kinds = _delete_file_kinds(jtable, [manifest for path, manifest in delete_manifests if path in deleted])
+        delete_kinds = _delete_file_kinds(jtable, [manifest for path, content, manifest in listed
+                                                   if content != iceberg.DATA_MANIFEST and path in deleted])
     for path in paths:
         if path in manifest_lists:
             by_kind["manifest_lists"].append(path)

@@ -9,8 +9,8 @@ in the driver's JVM with Iceberg's own pieces and no Spark application:
   keeps partition directories such as ``_bucket=1``), through Hadoop's file system or, for a FileIO
   that lists by prefix (S3FileIO...), through the FileIO, as the action chooses;
 * the reachable files are the action's: the live entries of every manifest of every snapshot
-  (Iceberg's ``ManifestFiles.readPaths``), the manifests, manifest lists, metadata files of the
-  metadata log, version hint and statistics files (``ReachableFileUtil``);
+  (Iceberg's ``ManifestFiles.readPaths`` of ``iceberg.all_manifests``), the manifests, manifest
+  lists, metadata files of the metadata log, version hint and statistics files (``ReachableFileUtil``);
 * the comparison is the action's (``core/orphan_match.py``); the modification-time floor is
   applied to what is left, where the action applies it while listing: the same files come out.
 
@@ -78,7 +78,7 @@ def list_in_driver(spark, jtable, older_than_ms: int) -> list[str]:
     """The action's candidates, found in this JVM (see the module's docstring)."""
     conf = hadoop_configuration(spark)  # the action's: Spark's Hadoop settings
     by_prefix = lists_by_prefix(jtable)
-    candidates = find_orphans(_listed(jtable, conf, by_prefix), reachable_files(jtable))
+    candidates = find_orphans(_listed(jtable, conf, by_prefix), reachable_files(jtable, by_content=False))
     return sorted(path for path in candidates if _modified_before(jtable, conf, by_prefix, path, older_than_ms))
 
 
@@ -99,21 +99,19 @@ def _listed(jtable, conf, by_prefix: bool) -> list[str]:
     return iceberg.recorded(jtable, files)
 
 
-def reachable_files(jtable) -> dict[str, str]:
+def reachable_files(jtable, *, by_content: bool = True) -> dict[str, str]:
     """Every file some snapshot, tag or branch of the table reaches, and its metadata files: location ->
-    kind (``core/orphan_guard.py``'s ``REFERENCE_KINDS``; ``deletes`` for any delete file)."""
+    kind (``core/orphan_guard.py``'s ``REFERENCE_KINDS``; ``deletes`` for any delete file; with
+    ``by_content=False``, for a caller that needs only the locations, ``live`` for data and delete files)."""
     util = java_class(jtable, "org.apache.iceberg.ReachableFileUtil")
     found = dict.fromkeys(iceberg.strings(util.metadataFileLocations(jtable, False)), "metadata")
     found[str(util.versionHintLocation(jtable))] = "metadata"
     found.update(dict.fromkeys(iceberg.strings(util.statisticsFilesLocations(jtable)), "statistics"))
     found.update(dict.fromkeys(iceberg.strings(util.manifestListLocations(jtable)), "manifest_list"))
-    snapshots = jtable.snapshots()  # a Java list: one round trip per snapshot by index
-    every = [snapshots.get(i) for i in range(snapshots.size())]
-    data, deletes = iceberg.manifests_of(jtable, every, detached=True)
-    for kind, manifests in (("data", data), ("deletes", deletes)):
-        paths, files = iceberg.manifest_contents(jtable, manifests)  # live entries alike in both
-        found.update(dict.fromkeys(paths, "manifest"))
-        found.update(dict.fromkeys(files, kind))
+    manifests, files = iceberg.manifest_contents(jtable, iceberg.all_manifests(jtable), by_content=by_content)
+    found.update(dict.fromkeys(manifests, "manifest"))
+    for kind, paths in files.items():
+        found.update(dict.fromkeys(paths, kind))
     return found
 
 

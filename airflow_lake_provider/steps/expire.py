@@ -15,6 +15,7 @@ from airflow_lake_provider.core.retention_decision import RetentionDecision, res
 from airflow_lake_provider.core.retention_settings import ExpirySettings
 from airflow_lake_provider.core.settings import setting
 from airflow_lake_provider.core.worker_expiry import (
+    AUTO_SPARK_MIN_LIST_ENTRIES,
     AUTO_SPARK_MIN_MANIFEST_ENTRIES,
     AUTO_SPARK_MIN_SNAPSHOTS,
     ReachableFiles,
@@ -74,7 +75,8 @@ class ExpireStep(Step[ExpireJobArgs, ExpireResult]):
         "action would delete, through the table's FileIO); ``spark`` in the ``expire`` job (Iceberg's "
         "``ExpireSnapshots`` in the driver's JVM, no Spark application; its Spark action on a cluster for "
         f"tables of {SPARK_ACTION_MIN_FILES:,}+ files); ``auto`` takes the worker below "
-        f"{AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots and {AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
+        f"{AUTO_SPARK_MIN_SNAPSHOTS:,} snapshots, {AUTO_SPARK_MIN_LIST_ENTRIES:,} manifest-list entries and "
+        f"{AUTO_SPARK_MIN_MANIFEST_ENTRIES:,} manifest entries, "
         "the job otherwise and for tables on object storage, format v3, ``gc.enabled=false``, partition "
         "statistics on a snapshot to expire."))
     approved: dict[str, Any] | None = setting(None, wired=True, doc=(
