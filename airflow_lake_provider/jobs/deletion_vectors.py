@@ -63,17 +63,9 @@ def _in_driver(jtable, snapshot_id: int) -> DeletionVectorProblems:
                                     int(delete_file.recordCount())))
     if not found:
         return DeletionVectorProblems()
-    io, specs = jtable.io(), jtable.specs()
-    readers = iceberg.java_class(jtable, "org.apache.iceberg.ManifestFiles")
-    live = iceberg.java_class(jtable, "java.util.HashSet")()
-    for manifest in snapshot.dataManifests(io):
-        paths = readers.readPaths(manifest, io, specs)  # live entries only
-        try:
-            live.addAll(iceberg.java_class(jtable, "org.apache.iceberg.relocated.com.google.common.collect.Lists")
-                        .newArrayList(paths))
-        finally:
-            paths.close()
-    return find_problems(found, {dv.referenced_data_file for dv in found if live.contains(dv.referenced_data_file)})
+    _, files = iceberg.manifest_contents(jtable, snapshot.dataManifests(jtable.io()), by_content=False)
+    live = set(files.get("live", ()))  # live entries only
+    return find_problems(found, {dv.referenced_data_file for dv in found if dv.referenced_data_file in live})
 
 
 def check_before(spark, catalog: str, table: str, snapshot_id: int | None, *, doing: str,
