@@ -97,9 +97,8 @@ def main(argv):
         options = {k: v for k, v in json.loads(argv[2]).items() if not k.startswith("spark.")}
         rows, per_table, stages = [], [], []
         targets = ((iceberg, "load_table", "table load"), (arrow_rewrite, "ineligibility", "eligibility"),
-                   (iceberg, "bin_pack_groups", "planning"), (arrow_rewrite._GroupWriter, "_files", "file lists"),
-                   (arrow_rewrite._GroupWriter, "write", "read and write"),
-                   (arrow_rewrite._GroupWriter, "data_files", "metrics"))
+                   (iceberg, "bin_pack_groups", "planning"), (arrow_rewrite._Group, "_files", "file lists"),
+                   (arrow_rewrite, "_in_driver", "read and write"), (arrow_rewrite._Group, "set_output", "metrics"))
         for table in argv[3:]:
             with StageClock(targets) as clock:
                 t0 = time.perf_counter()

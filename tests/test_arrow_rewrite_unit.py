@@ -118,13 +118,24 @@ def test_files_are_split_into_outputs_of_about_equal_input_bytes():
     assert split_into_outputs([], 3) == []
 
 
-def test_auto_leaves_a_clusters_compaction_to_its_executors():
-    from airflow_lake_provider.core.arrow_rewrite import cluster_reason
+def test_arrow_work_goes_to_a_clusters_executors_and_stays_on_a_local_drivers_threads():
+    from airflow_lake_provider.core.arrow_rewrite import on_executors
 
-    assert cluster_reason("local[*]") is None and cluster_reason("local[2]") is None
-    reason = cluster_reason("spark://127.0.0.1:7077")
-    assert reason is not None and "cluster (spark)" in reason and "127.0.0.1" not in reason
-    assert "cluster (yarn)" in cluster_reason("yarn") and "cluster (k8s)" in cluster_reason("k8s://https://api:443")
+    assert not on_executors("local[*]") and not on_executors("local[2]")
+    assert all(on_executors(master) for master in ("spark://127.0.0.1:7077", "yarn", "k8s://https://api:443"))
+
+
+def test_a_groups_work_splits_into_one_piece_per_new_file_with_only_the_deletes_it_needs():
+    from airflow_lake_provider.jobs.arrow_rewrite import GroupWork
+
+    files = [{"file-path": f"f{i}", "delete-file-references": refs} for i, refs in enumerate([[0], [1, 2], [], [2]])]
+    work = GroupWork(files, [{"d": 0}, {"d": 1}, {"d": 2}], [0, 0, 1, 1], {0: "out0", 1: "out1"}, None, None)
+    first, second = work.per_output()
+    assert [f["file-path"] for f in first.files] == ["f0", "f1"] and [d["d"] for d in first.deletes] == [0, 1, 2]
+    assert [f["delete-file-references"] for f in first.files] == [[0], [1, 2]]
+    assert [f["file-path"] for f in second.files] == ["f2", "f3"] and second.deletes == [{"d": 2}]
+    assert [f["delete-file-references"] for f in second.files] == [[], [0]]  # renumbered into its own list
+    assert (first.locations, second.locations, second.outputs) == ({0: "out0"}, {1: "out1"}, [1, 1])
 
 
 # -- deletion vectors: the blob decoded (the DVs Iceberg writes: tests/test_arrow_rewrite.py) ---------------------

@@ -109,15 +109,13 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     return None
 
 
-def cluster_reason(master: str) -> str | None:
-    """Why ``auto`` leaves a job submitted to a cluster to Iceberg's Spark action (``None`` on a local
-    master): the Arrow rewriter works in the driver, so it would take the compaction off the cluster's
-    executors onto the driver's machine (the Airflow worker in client mode). ``rewriter='arrow'`` still
-    does it there."""
-    if master.startswith("local"):
-        return None
-    return (f"the Spark master is a cluster ({master.split(':', 1)[0]}), whose executors do the work "
-            "(rewriter='arrow' would do it in the driver)")
+def on_executors(master: str) -> bool:
+    """Whether the Arrow rewriter writes on Spark's executors (a cluster master) rather than on the
+    driver's threads (a local master). On a cluster the driver is often the Airflow worker (client
+    mode), and the executors are where the job's cores are: each new file is one Spark task there,
+    as the Spark action spreads a group's output files over tasks. In local mode the executors
+    would be Python workers on the same cores, with the work pickled to them: threads cost less."""
+    return not master.startswith("local")
 
 
 def arrow_refusal(table: str, reason: str) -> str:

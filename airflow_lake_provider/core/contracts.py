@@ -447,6 +447,9 @@ class RewriteResult(Contract):
     manifests: dict[str, int] | None = None
     #: Who rewrote the data files: ``arrow`` or ``iceberg`` (Iceberg's Spark action); ``None`` when nothing ran.
     rewriter: str | None = None
+    #: Where the Parquet was read and written: ``driver`` (the Arrow rewriter on a local master) or
+    #: ``executors`` (Iceberg's Spark action, or the Arrow rewriter on a cluster); ``None`` when nothing ran.
+    rewritten_by: str | None = None
     #: Why ``rewriter='auto'`` took Iceberg's Spark action (``core/arrow_rewrite.py``'s reason).
     rewriter_note: str | None = None
     strategy: str = "binpack"

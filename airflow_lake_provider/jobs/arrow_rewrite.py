@@ -22,9 +22,11 @@ common types, a local file system or S3. A file without field IDs (or a delete f
 apply, or a v3 file whose rows have no row IDs yet), found while reading, turns the whole attempt back
 to the Spark action with every file this attempt wrote deleted.
 
-The Parquet work runs in the driver on a thread pool (Arrow releases the GIL): a group's files are
-read in parallel and written into row groups of the table's ``write.parquet.row-group-size-bytes``,
-so memory stays near one row group per group being written.
+The Parquet work (:class:`GroupWork`, plain values) runs on the driver's threads on a local master
+(Arrow releases the GIL), and on a cluster as one Spark task per new file on the executors, where the
+job's cores are (``core/arrow_rewrite.on_executors``). Either way a group's files are read ahead in
+parallel and written into row groups of the table's ``write.parquet.row-group-size-bytes``, so memory
+stays near one row group per file being written.
 """
 
 from __future__ import annotations
@@ -285,118 +287,181 @@ class _Output:
     footer: Any = None  # the written file's Parquet metadata, from its writer
 
 
-class _GroupWriter:
-    """Writes one file group's new files and sets them as the group's output, with the metrics of the
-    values written (``core/file_metrics.py``); ``abort`` deletes whatever it wrote."""
+@dataclass
+class GroupWork:
+    """One file group's Parquet work as plain values, done wherever it is sent (a thread of the driver,
+    or a Spark executor: it pickles): the group's data files (Iceberg's JSON, each with the indexes of its
+    delete files in ``deletes`` and, on v3, its data sequence number), the output each file goes into,
+    each output's location (chosen by the driver, as Iceberg's ``OutputFileFactory`` asks the table's
+    location provider), how to write (``layout``) and where (``storage``)."""
 
-    def __init__(self, spark, jtable, group, layout: _Layout, storage: Storage, pool):
-        self.spark, self.jtable, self.group, self.layout, self.pool = spark, jtable, group, layout, pool
-        self.storage = storage
-        self.spec = jtable.spec()
-        self.outputs: list[_Output] = []
-        self.files = self._files()
+    files: list[dict[str, Any]]
+    deletes: list[dict[str, Any]]
+    outputs: list[int]
+    locations: dict[int, str]
+    layout: _Layout
+    storage: Storage
 
-    @property
-    def written(self) -> list[str]:
-        return [output.location for output in self.outputs]
+    def per_output(self) -> list[GroupWork]:
+        """This work as one piece per new file, each with only the delete files its data files need:
+        a Spark task each, as Iceberg's action spreads a group's output files over its tasks."""
+        pieces = []
+        for output in sorted(set(self.outputs)):
+            files = [f for f, o in zip(self.files, self.outputs, strict=True) if o == output]
+            used = sorted({index for f in files for index in f["delete-file-references"]})
+            renumbered = {old: new for new, old in enumerate(used)}
+            files = [{**f, "delete-file-references": [renumbered[i] for i in f["delete-file-references"]]}
+                     for f in files]
+            pieces.append(GroupWork(files, [self.deletes[i] for i in used], [output] * len(files),
+                                    {output: self.locations[output]}, self.layout, self.storage))
+        return pieces
 
-    def _files(self) -> list[dict[str, Any]]:
-        """The group's data files in one round trip (Iceberg's own JSON of its scan tasks), each with the
-        indexes of its delete files in ``self.deletes`` (``delete-file-references``); refused when one
-        belongs to an older partition spec (its rows may belong to several partitions of the current
-        one: Iceberg's writer splits them, this one does not)."""
+
+def _read(work: GroupWork, deletes: GroupDeletes, data_file: dict[str, Any]):
+    """One data file's rows as a reader gets them: by field ID, identity-partition values filled in, v3
+    lineage carried, deletes applied."""
+    layout = work.layout
+    try:
+        constants = identity_constants(layout.spec_json, data_file.get("partition", []), layout.types)
+    except ValueError as error:  # a value Python's types do not hold (a date past the year 9999)
+        raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
+                                 f"{error}") from error
+    rows = _read_by_field_id(work.storage, data_file["file-path"], layout.arrow_schema, constants)
+    if layout.lineage:
+        rows = _with_lineage(rows, data_file.get("first-row-id"), data_file["data-sequence-number"])
+    try:
+        return deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
+    except UnreadableDeletes as unreadable:
+        raise NotArrowRewritable(str(unreadable)) from unreadable
+
+
+def write_files(work: GroupWork, pool) -> list[dict[str, Any]]:
+    """Write ``work``'s new files, reading its data files ahead on ``pool``; return each written file as
+    Iceberg's content-file JSON, with the metrics of the values written (``core/file_metrics.py``). An
+    output whose rows were all deleted gets no file (Iceberg's writer writes none). Memory stays near
+    one row group of the table's ``write.parquet.row-group-size-bytes``, plus the files read ahead."""
+    import pyarrow as pa
+
+    layout, storage = work.layout, work.storage
+    deletes = GroupDeletes(work.deletes, layout.arrow_schema, storage)
+    try:
+        deletes.load(pool)
+    except UnreadableDeletes as unreadable:
+        raise NotArrowRewritable(str(unreadable)) from unreadable
+    tables = _bounded_map(pool, lambda data_file: _read(work, deletes, data_file), work.files, ahead=READ_AHEAD)
+    written: list[_Output] = []
+    writer: Any = None
+    buffered: list[Any] = []
+    current, size = -1, 0
+
+    def close():
+        writer.close()
+        written[-1].footer = writer.writer.metadata
+
+    def flush():
+        nonlocal buffered, size
+        if buffered:
+            merged = pa.concat_tables(buffered)
+            _observe(written[-1].stats, merged, layout.columns)
+            written[-1].records += merged.num_rows
+            writer.write_table(merged, row_group_size=max(1, merged.num_rows))
+        buffered, size = [], 0
+
+    try:
+        for output, table in zip(work.outputs, tables, strict=True):
+            if table.num_rows == 0:
+                continue
+            if output != current:
+                if writer is not None:
+                    flush()
+                    close()
+                current = output
+                written.append(_Output(work.locations[output], {c.field_id: ColumnStats() for c in layout.columns}))
+                # Footer statistics serve readers' row-group filters (Arrow leaves out what it
+                # cannot bound; none for floats, nor a dictionary: core/arrow_rewrite.py says why);
+                # the manifests' metrics are built from the values (_observe).
+                writer = storage.parquet_writer(
+                    written[-1].location, layout.arrow_schema, compression=layout.codec,
+                    compression_level=layout.level, store_schema=False, write_statistics=layout.statistics,
+                    use_dictionary=layout.dictionary)
+            buffered.append(table)
+            size += table.nbytes
+            if size >= layout.row_group_bytes:
+                flush()
+        if writer is not None:
+            flush()
+            close()
+    except BaseException:
+        if writer is not None:
+            writer.close()
+        raise
+    partition = work.files[0].get("partition", []) if work.files else []
+    return [_content_file_json(output.location, int(layout.spec_json["spec-id"]), partition,
+                               storage.size(output.location), _metrics(output, layout.columns),
+                               _split_offsets(output.footer), layout.sort_order_id)
+            for output in written]
+
+
+def _metrics(output: _Output, columns: list[_Column]) -> FileMetrics:
+    return file_metrics(output.records, ((c.field_id, c.type, c.mode) for c in columns), output.stats,
+                        _column_sizes(output.footer))
+
+
+def write_on_executor(work: GroupWork) -> dict[str, Any]:
+    """:func:`write_files` in a Spark task: ``{"files": [...]}``, or ``{"unrewritable": reason}`` for what
+    turns the attempt over to Iceberg's action (any other error fails the task, which Spark retries: the
+    file's location is the same on every try, so a retry overwrites what a failed one left)."""
+    try:
+        import pyarrow.parquet  # noqa: F401 - the executors' Python must have it
+    except ImportError:
+        return {"unrewritable": "pyarrow is not installed in the Spark executors' Python"}
+    readers = 2 if work.storage.filesystem is None else 8  # this task's one core, kept busy while reads wait
+    with concurrent.futures.ThreadPoolExecutor(max_workers=readers) as pool:
+        try:
+            return {"files": write_files(work, pool)}
+        except NotArrowRewritable as unrewritable:
+            return {"unrewritable": str(unrewritable)}
+
+
+class _Group:
+    """One planned file group in the driver: its :class:`GroupWork` (made from Iceberg's scan tasks in one
+    round trip) and, once written, its new files set as the group's output (Iceberg's runner contract,
+    ``rewrite(group) -> Set<DataFile>``)."""
+
+    def __init__(self, jtable, group, layout: _Layout, storage: Storage) -> None:
+        self.jtable, self.group, self.spec = jtable, group, jtable.spec()
+        files, deletes = self._files(layout)
+        outputs = split_into_outputs([int(f["file-size-in-bytes"]) for f in files],
+                                     max(1, int(group.expectedOutputFiles())))
+        prefix = f"{uuid.uuid4()}"
+        locations = {output: self._new_location(f"{prefix}-{output:05d}.parquet") for output in sorted(set(outputs))}
+        self.work = GroupWork(files, deletes, outputs, locations, layout, storage)
+        self.written: list[str] = []
+
+    def _files(self, layout: _Layout) -> tuple[list[dict[str, Any]], list[dict[str, Any]]]:
+        """The group's data files and delete files in one round trip (Iceberg's own JSON of its scan tasks),
+        each data file with the indexes of its delete files (``delete-file-references``), and only the
+        fields the work reads; refused when one belongs to an older partition spec (its rows may belong to
+        several partitions of the current one: Iceberg's writer splits them, this one does not)."""
         tasks = self.group.fileScanTasks()
         document = iceberg.scan_tasks_document(self.jtable, tasks)
-        self.deletes = GroupDeletes(document.get("delete-files") or [], self.layout.arrow_schema, self.storage)
-        files = [{**task["data-file"], "delete-file-references": task.get("delete-file-references") or []}
+        files = [{"file-path": task["data-file"]["file-path"], "spec-id": task["data-file"]["spec-id"],
+                  "partition": task["data-file"].get("partition", []),
+                  "file-size-in-bytes": task["data-file"]["file-size-in-bytes"],
+                  "first-row-id": task["data-file"].get("first-row-id"),
+                  "delete-file-references": task.get("delete-file-references") or []}
                  for task in document["file-scan-tasks"]]
         current = int(self.spec.specId())
         if any(int(f["spec-id"]) != current for f in files):
             raise NotArrowRewritable("files of an older partition spec are to be rewritten onto the current one")
-        if self.layout.lineage:  # each file's data sequence number (not in Iceberg's JSON of a content file)
+        if layout.lineage:  # each file's data sequence number (not in Iceberg's JSON of a content file)
             for data_file, task in zip(files, tasks, strict=True):
                 java_file = task.file()
                 if str(java_file.location()) != data_file["file-path"]:
                     raise NotArrowRewritable("Iceberg's scan tasks and their JSON list files in different orders")
                 sequence = java_file.dataSequenceNumber()
                 data_file["data-sequence-number"] = int(sequence) if sequence is not None else None
-        return files
-
-    def _read(self, data_file: dict[str, Any]):
-        try:
-            constants = identity_constants(self.layout.spec_json, data_file.get("partition", []), self.layout.types)
-        except ValueError as error:  # a value Python's types do not hold (a date past the year 9999)
-            raise NotArrowRewritable(f"{data_file['file-path']} has a partition value Arrow cannot carry: "
-                                     f"{error}") from error
-        rows = _read_by_field_id(self.storage, data_file["file-path"], self.layout.arrow_schema, constants)
-        if self.layout.lineage:
-            rows = _with_lineage(rows, data_file.get("first-row-id"), data_file["data-sequence-number"])
-        try:
-            return self.deletes.apply(rows, data_file["file-path"], data_file["delete-file-references"])
-        except UnreadableDeletes as unreadable:
-            raise NotArrowRewritable(str(unreadable)) from unreadable
-
-    def write(self) -> None:
-        import pyarrow as pa
-
-        files = self.files
-        try:
-            self.deletes.load(self.pool)
-        except UnreadableDeletes as unreadable:
-            raise NotArrowRewritable(str(unreadable)) from unreadable
-        outputs = split_into_outputs([int(f["file-size-in-bytes"]) for f in files],
-                                     max(1, int(self.group.expectedOutputFiles())))
-        tables = _bounded_map(self.pool, self._read, files, ahead=READ_AHEAD)
-        prefix = f"{uuid.uuid4()}"
-        writer: Any = None
-        buffered: list[Any] = []
-        current, size = -1, 0
-
-        def close():
-            writer.close()
-            self.outputs[-1].footer = writer.writer.metadata
-
-        def flush():
-            nonlocal buffered, size
-            if buffered:
-                merged = pa.concat_tables(buffered)
-                _observe(self.outputs[-1].stats, merged, self.layout.columns)
-                self.outputs[-1].records += merged.num_rows
-                writer.write_table(merged, row_group_size=max(1, merged.num_rows))
-            buffered, size = [], 0
-
-        try:
-            for output, table in zip(outputs, tables, strict=True):
-                if table.num_rows == 0:  # every row deleted: no file for it (Iceberg's writer writes none)
-                    continue
-                if output != current:
-                    if writer is not None:
-                        flush()
-                        close()
-                    current = output
-                    location = self._new_location(f"{prefix}-{output:05d}.parquet")
-                    self.outputs.append(_Output(location, {c.field_id: ColumnStats() for c in self.layout.columns}))
-                    # Footer statistics serve readers' row-group filters (Arrow leaves out what it
-                    # cannot bound; none for floats, nor a dictionary: core/arrow_rewrite.py says why);
-                    # the manifests' metrics are built from the values (_observe).
-                    layout = self.layout
-                    writer = self.storage.parquet_writer(
-                        location, layout.arrow_schema, compression=layout.codec, compression_level=layout.level,
-                        store_schema=False, write_statistics=layout.statistics, use_dictionary=layout.dictionary)
-                buffered.append(table)
-                size += table.nbytes
-                if size >= self.layout.row_group_bytes:
-                    flush()
-            if writer is not None:
-                flush()
-                close()
-            # Built here, in the group's thread, while other groups still write.
-            self.group.setOutputFiles(self.data_files())
-        except BaseException:
-            if writer is not None:
-                writer.close()
-            self.abort()
-            raise
+        return files, document.get("delete-files") or []
 
     def _new_location(self, name: str) -> str:
         """Where a new file goes, as Iceberg's ``OutputFileFactory`` asks the table's location provider (an
@@ -406,30 +471,16 @@ class _GroupWriter:
             return str(locations.newDataLocation(name))
         return str(locations.newDataLocation(self.spec, self.group.info().partition(), name))
 
-    def data_files(self):
-        """The new files as Iceberg ``DataFile``s, parsed by Iceberg from its own content-file JSON:
-        the group's partition, the footer's split offsets and column sizes, the values' metrics."""
+    def set_output(self, documents: list[dict[str, Any]]) -> None:
+        """The written files as Iceberg ``DataFile``s, parsed by Iceberg from its own content-file JSON, set
+        as the group's output."""
         parser = iceberg.java_class(self.jtable, "org.apache.iceberg.ContentFileParser")
         mapper = iceberg.java_class(self.jtable, "org.apache.iceberg.util.JsonUtil").mapper()
-        partition = self.files[0].get("partition", []) if self.files else []
         files = iceberg.java_class(self.jtable, "java.util.HashSet")()
-        for output in self.outputs:
-            footer = output.footer
-            metrics = file_metrics(output.records, ((c.field_id, c.type, c.mode) for c in self.layout.columns),
-                                   output.stats, _column_sizes(footer))
-            document = _content_file_json(output.location, int(self.layout.spec_json["spec-id"]), partition,
-                                          self.storage.size(output.location), metrics, _split_offsets(footer),
-                                          self.layout.sort_order_id)
+        for document in documents:
             files.add(parser.fromJson(mapper.readTree(json.dumps(document)), self.spec))
-        return files
-
-    def abort(self) -> None:
-        for location in self.written:
-            try:
-                self.storage.delete(location)
-            except Exception:  # noqa: BLE001 - a file left behind is an orphan for clean, never a lost row
-                pass
-        self.outputs = []
+        self.group.setOutputFiles(files)
+        self.written = [document["file-path"] for document in documents]
 
 
 def _column_sizes(footer) -> dict[int, int]:
@@ -462,33 +513,67 @@ def _content_file_json(location: str, spec_id: int, partition: list[Any], size: 
             "split-offsets": split_offsets, "sort-order-id": sort_order_id}
 
 
-def write_groups(spark, jtable, groups: list[Any], options: dict[str, str]) -> list[_GroupWriter]:
-    """The Arrow runner of one attempt: each planned group's new files written, and set as the group's
-    output (Iceberg's runner contract, ``rewrite(group) -> Set<DataFile>``: :meth:`_GroupWriter.write`).
-
-    Every group's files are known (and checked: :class:`NotArrowRewritable`) before the first file is
-    written; groups are written ``max-concurrent-file-group-rewrites`` at a time (at most one per core).
-    When a group fails, every file of this attempt is deleted and the first error raised.
+def write_groups(spark, jtable, groups: list[Any], options: dict[str, str], *,
+                 executors: bool = False) -> list[_Group]:
+    """The Arrow runner of one attempt: each planned group's new files written and set as the group's
+    output. Every group's files are known (and checked: :class:`NotArrowRewritable`) before the first
+    file is written. ``executors``: each new file is a task of one Spark job on the executors
+    (``core/arrow_rewrite.on_executors``); else the groups are written on the driver's threads,
+    ``max-concurrent-file-group-rewrites`` at a time (at most one per core). When any write fails,
+    every location of this attempt is deleted through the table's FileIO and the error raised.
     """
     layout = _layout(jtable, iceberg.string_map(jtable.properties()))
     storage = table_storage(jtable)
     cores = os.cpu_count() or 2
     concurrency = max(1, min(len(groups), int(options.get("max-concurrent-file-group-rewrites", cores)), cores))
+    with concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as pool:
+        planned = list(pool.map(lambda group: _Group(jtable, group, layout, storage), groups))
+    try:
+        written = _on_executors(spark, planned) if executors else _in_driver(planned, storage, concurrency)
+        for group, documents in zip(planned, written, strict=True):
+            group.set_output(documents)
+    except BaseException:
+        _delete(jtable, [location for group in planned for location in group.work.locations.values()])
+        raise
+    return planned
+
+
+def _in_driver(planned: list[_Group], storage: Storage, concurrency: int) -> list[list[dict[str, Any]]]:
+    """Each group written on a thread of the driver; every group finishes before the first error is raised."""
+    cores = os.cpu_count() or 2
     # Reads wait on the disk (or the network) as well as the CPU: more threads than cores keep both busy.
     readers = (2 if storage.filesystem is None else 8) * cores
     with concurrent.futures.ThreadPoolExecutor(max_workers=readers) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
-        writers = list(groups_pool.map(lambda group: _GroupWriter(spark, jtable, group, layout, storage, reads),
-                                       groups))
-        futures = [groups_pool.submit(writer.write) for writer in writers]
-        failure = None
-        for future in futures:
-            try:
-                future.result()
-            except Exception as error:  # noqa: BLE001 - every group finishes or cleans up, then the first error is raised
-                failure = failure or error
-        if failure is not None:
-            for writer in writers:
-                writer.abort()
-            raise failure
-    return writers
+        futures = [groups_pool.submit(write_files, group.work, reads) for group in planned]
+        concurrent.futures.wait(futures)
+    return [future.result() for future in futures]
+
+
+def _on_executors(spark, planned: list[_Group]) -> list[list[dict[str, Any]]]:
+    """Each new file written by a task of one Spark job (:func:`write_on_executor`), its result collected."""
+    pieces = [(index, piece) for index, group in enumerate(planned) for piece in group.work.per_output()]
+    context = spark.sparkContext
+    context.setJobDescription(f"Arrow rewrite: {len(pieces)} new files of {len(planned)} file groups")
+    try:
+        results = context.parallelize([piece for _, piece in pieces], max(1, len(pieces))) \
+            .map(write_on_executor).collect()
+    finally:
+        context.setJobDescription(None)
+    unrewritable = next((result["unrewritable"] for result in results if "unrewritable" in result), None)
+    if unrewritable is not None:
+        raise NotArrowRewritable(unrewritable)
+    written: list[list[dict[str, Any]]] = [[] for _ in planned]
+    for (index, _), result in zip(pieces, results, strict=True):
+        written[index].extend(result["files"])
+    return written
+
+
+def _delete(jtable, locations: list[str]) -> None:
+    """Delete what this attempt may have written, through the table's FileIO (gone already is fine)."""
+    io = jtable.io()
+    for location in locations:
+        try:
+            io.deleteFile(location)
+        except Exception:  # noqa: BLE001 - a file left behind is an orphan for clean, never a lost row
+            pass

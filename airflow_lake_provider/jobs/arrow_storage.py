@@ -1,8 +1,10 @@
 """Where the Arrow rewriter reads and writes: a local file system, or S3 through pyarrow's S3 file
 system configured from the table's own FileIO (``core/object_storage.py`` maps its settings).
 
-Files this path wrote but never committed are deleted through the table's own FileIO (pyarrow's
-S3 file system leaves a directory marker where it deletes a file; Iceberg's FileIO does not).
+A :class:`Storage` is plain values (pyarrow's file systems pickle): the rewriter sends it to Spark's
+executors with the work. Files the rewriter wrote but never committed are deleted by the driver
+through the table's own FileIO (``jobs/arrow_rewrite.py``: pyarrow's S3 file system leaves a
+directory marker where it deletes a file; Iceberg's FileIO does not).
 """
 
 from __future__ import annotations
@@ -28,8 +30,8 @@ class UnreachableStorage(Exception):
 class Storage:
     """The table's files as pyarrow opens them: ``filesystem`` None for local paths."""
 
-    def __init__(self, jtable, filesystem: Any = None) -> None:
-        self.jtable, self.filesystem = jtable, filesystem
+    def __init__(self, filesystem: Any = None) -> None:
+        self.filesystem = filesystem
 
     def path(self, location: str) -> str:
         if self.filesystem is not None:
@@ -66,28 +68,18 @@ class Storage:
             return os.path.getsize(self.path(location))
         return int(self.filesystem.get_file_info(self.path(location)).size)
 
-    def delete(self, location: str) -> None:
-        """Delete a file this path wrote; gone already is fine."""
-        if self.filesystem is None:
-            try:
-                os.remove(self.path(location))
-            except FileNotFoundError:
-                pass
-            return
-        self.jtable.io().deleteFile(location)
-
 
 def table_storage(jtable) -> Storage:
     """The table's storage, or :class:`UnreachableStorage` with the reason."""
     location = str(jtable.location())
     if is_local(location):
-        return Storage(jtable)
+        return Storage()
     if not is_s3_location(location):
         raise UnreachableStorage(f"the table is at {location.split(':', 1)[0]}://, which the Arrow rewriter does "
                                  "not reach (local file systems and S3)")
     from pyarrow import fs
 
-    return Storage(jtable, fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
+    return Storage(fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
 
 
 def _s3_options(jtable, location: str) -> dict[str, Any]:

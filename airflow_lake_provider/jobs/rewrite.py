@@ -283,5 +283,6 @@ def run(spark, catalog: str, raw_args: dict[str, Any]) -> dict[str, Any]:
         dangling_deletes=dangling,
         manifests=manifests,
         rewriter=data.rewriter,
+        rewritten_by=data.rewritten_by,
         rewriter_note=data.note,
     ).to_json()

@@ -27,7 +27,7 @@ import dataclasses
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any, ClassVar, Protocol
 
-from airflow_lake_provider.core.arrow_rewrite import arrow_refusal, cluster_reason
+from airflow_lake_provider.core.arrow_rewrite import arrow_refusal, on_executors
 from airflow_lake_provider.core.contracts import RewriteJobArgs, parse_sort_order
 from airflow_lake_provider.jobs import arrow_rewrite, iceberg
 from airflow_lake_provider.jobs.commit_retry import Finished
@@ -119,6 +119,8 @@ class Rewriter(Protocol):
     """One attempt of the data-file rewrite, planned from the table's current state and committed."""
 
     name: ClassVar[str]
+    #: Where the Parquet is read and written: ``driver`` (its threads) or ``executors`` (Spark's).
+    rewritten_by: str
 
     def rewrite(self, scope: RewriteScope) -> AttemptOutcome: ...
 
@@ -145,6 +147,7 @@ class SparkActionRewriter:
     name: ClassVar[str] = "iceberg"
 
     def __init__(self, args: RewriteJobArgs) -> None:
+        self.rewritten_by = "executors"
         self.strategy, self.sort_order, self.zorder_columns = args.strategy, args.sort_order, args.zorder_columns
 
     def rewrite(self, scope: RewriteScope) -> AttemptOutcome:
@@ -246,10 +249,15 @@ class GroupCommitter:
 
 class ArrowRewriter:
     """A bin-pack rewrite whose Parquet reading and writing is Arrow's (``jobs/arrow_rewrite.py``): Iceberg's
-    planner, the Arrow runner, :class:`GroupCommitter`. Raises ``arrow_rewrite.NotArrowRewritable`` (having
-    deleted what it wrote) for a file it cannot rewrite."""
+    planner, the Arrow runner (on the driver's threads or, on a cluster, Spark's executors), and
+    :class:`GroupCommitter`. Raises ``arrow_rewrite.NotArrowRewritable`` (having deleted what it wrote) for a
+    file it cannot rewrite."""
 
     name: ClassVar[str] = "arrow"
+
+    def __init__(self, *, executors: bool = False) -> None:
+        self.executors = executors
+        self.rewritten_by = "executors" if executors else "driver"
 
     def rewrite(self, scope: RewriteScope) -> AttemptOutcome:
         spark, jtable = scope.spark, scope.jtable
@@ -259,7 +267,7 @@ class ArrowRewriter:
         groups = iceberg.bin_pack_groups(spark, jtable, scope.expression, start.snapshotId(), scope.options)
         if not groups:
             return AttemptOutcome()
-        writers = arrow_rewrite.write_groups(spark, jtable, groups, scope.options)
+        writers = arrow_rewrite.write_groups(spark, jtable, groups, scope.options, executors=self.executors)
         partition = _partition_of(scope)
         reported = [CommittedGroup(partition(writer.group),
                                    int(writer.group.info().globalIndex()), int(writer.group.inputFileNum()),
@@ -283,23 +291,23 @@ def choose_rewriter(args: RewriteJobArgs, scope: RewriteScope, earlier: Choice |
                     unreadable: str | None = None) -> Choice:
     """The rewriter of this attempt: the one place it is chosen, on every attempt.
 
-    ``rewriter='iceberg'``: Iceberg's Spark action. Otherwise Arrow, unless it cannot: on a cluster master
-    (``auto`` only: ``core/arrow_rewrite.cluster_reason``), for this table and these options
-    (``arrow_rewrite.ineligibility``, checked again on every attempt: a retry plans from the current
-    snapshot, which may hold another writer's delete files by then), or ``unreadable``: a file the Arrow
-    runner found it cannot rewrite while reading (what it wrote is deleted first). Then ``auto`` hands this
-    and every later attempt to Iceberg's Spark action, with the reason as the note, and ``arrow`` refuses.
-    The worker's own expectation (``RewriteJobArgs.arrow_expected``) only decides how the driver starts.
+    ``rewriter='iceberg'``: Iceberg's Spark action. Otherwise Arrow, on the driver's threads on a local
+    master and on Spark's executors on a cluster (``core/arrow_rewrite.on_executors``), unless it cannot:
+    for this table and these options (``arrow_rewrite.ineligibility``, checked again on every attempt: a
+    retry plans from the current snapshot, which may hold another writer's delete files by then), or
+    ``unreadable``: a file the Arrow runner found it cannot rewrite while reading (what it wrote is deleted
+    first). Then ``auto`` hands this and every later attempt to Iceberg's Spark action, with the reason as
+    the note, and ``arrow`` refuses. The worker's own expectation (``RewriteJobArgs.arrow_expected``) only
+    decides how the driver starts.
     """
     if args.rewriter == "iceberg":
         return Choice(SparkActionRewriter(args))
     if earlier is not None and earlier.rewriter.name == SparkActionRewriter.name:
         return earlier
     spark = scope.spark
-    reason = unreadable or (cluster_reason(spark_master(spark)) if args.rewriter == "auto" else None) \
-        or arrow_rewrite.ineligibility(spark, scope.jtable, args.strategy, scope.options)
+    reason = unreadable or arrow_rewrite.ineligibility(spark, scope.jtable, args.strategy, scope.options)
     if reason is None:
-        return earlier or Choice(ArrowRewriter())
+        return earlier or Choice(ArrowRewriter(executors=on_executors(spark_master(spark))))
     if args.rewriter == "arrow":
         raise ValueError(arrow_refusal(args.table, reason))
     print(f"rewrite: {args.table} goes to Iceberg's Spark rewriter: {reason}", flush=True)
@@ -370,6 +378,7 @@ class DataFilesRewritten:
     unbacked: tuple[FailedGroup, ...] = ()
     removed_delete_files: int = 0
     rewriter: str | None = None
+    rewritten_by: str | None = None
     note: str | None = None
 
     @property
@@ -418,7 +427,8 @@ class DataFileRewrite:
         so_far = self.result
         self.result = DataFilesRewritten(
             (*so_far.groups, *backed), failed, (*so_far.unbacked, *unbacked),
-            so_far.removed_delete_files + outcome.removed_delete_files, self.choice.rewriter.name, self.choice.note)
+            so_far.removed_delete_files + outcome.removed_delete_files, self.choice.rewriter.name,
+            self.choice.rewriter.rewritten_by, self.choice.note)
         dropped = [group for group in failed if group.reason == DROPPED]
         unfinished = f"Iceberg dropped the commit of {len(dropped)} file groups (partial progress)" if dropped else None
         return Finished("committed" if outcome.groups else "nothing to commit", self.result, unfinished)
