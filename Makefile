@@ -37,7 +37,8 @@ test-fast: bootstrap
 # Benchmarks (not tests): each script prints its figures and rewrites its section of
 # docs/benchmarks.md. About an hour on 2 cores (the rewrite at 100,000 files is half of it);
 # bench-quick takes smaller sizes; a million files planned runs by hand:
-# `python benchmarks/planning.py --million`.
+# `python benchmarks/planning.py --million`. cluster.py (the rewrite of 100,000 files on a two-Worker
+# standalone cluster, task against Iceberg's action) comes last; its `--quick` (2,000 files) is bench-quick's.
 bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python rewrite.py --large
@@ -49,6 +50,7 @@ bench: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python whole_run.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python class_archive.py
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python cluster.py
 
 bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python planning.py --quick
@@ -60,3 +62,4 @@ bench-quick: bootstrap
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python whole_run.py --files 400 --no-doc
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python topology.py --quick
 	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python class_archive.py --pairs 1
+	@cd benchmarks && PYTHONPATH=$(CURDIR):$(CURDIR)/scripts ../$(VENV)/bin/python cluster.py --quick

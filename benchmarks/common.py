@@ -159,23 +159,26 @@ measured side by side in one run, so both sides see the same machine.
 RAW_APP = Path(__file__).resolve().parent / "raw_spark.py"
 
 
-def raw_spark_submit(*args: str, app: Path = RAW_APP) -> tuple[float, dict]:
+def raw_spark_submit(*args: str, app: Path = RAW_APP, master: str = "local[*]",
+                     conf: dict[str, str] | None = None) -> tuple[float, dict]:
     """A plain spark-submit of ``app`` (``raw_spark.py``) on the lake's catalog: (wall seconds, its JSON line).
 
     The same local settings the provider's job runner uses (127.0.0.1, no UI, the catalog's jars),
     with the catalog configuration in a ``--properties-file`` (mode 0600), as one would run it by hand.
-    """
+    ``master``: where it runs (a ``spark://`` standalone master runs it in client mode); ``conf``: more
+    settings for the properties file (executor sizes, the executors' Python, an event log), over the
+    catalog's (which include the lake connection's ``spark_conf``)."""
     hook = lake_hook()
     hook.catalog  # creates the SQLite catalog tables Spark is told not to create
-    conf = {"spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
-            "spark.ui.showConsoleProgress": "false", **hook.spark_catalog_conf()}
+    settings = {"spark.ui.enabled": "false", "spark.driver.bindAddress": "127.0.0.1", "spark.driver.host": "127.0.0.1",
+                "spark.ui.showConsoleProgress": "false", **hook.spark_catalog_conf(), **(conf or {})}
     # A properties file readable by this user only: the catalog's secrets stay off the command line.
     with tempfile.TemporaryDirectory() as private:
         properties = Path(private) / "spark.properties"
         with open(os.open(properties, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as handle:
-            handle.writelines(f"{key} {value}\n" for key, value in conf.items())
+            handle.writelines(f"{key} {value}\n" for key, value in settings.items())
         classpath = hook.spark_classpath()
-        command = ["spark-submit", "--master", "local[*]", "--jars", ",".join(classpath.jars),
+        command = ["spark-submit", "--master", master, "--jars", ",".join(classpath.jars),
                    *(["--packages", ",".join(classpath.packages)] if classpath.packages else []),
                    "--properties-file", str(properties)]
         started = time.perf_counter()
@@ -260,11 +263,12 @@ def arrow_copy(paths: list[str], out: str | Path, codec: str, *, filesystem=None
     return time.perf_counter() - started
 
 
-def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: tuple[str, ...]
-                        ) -> tuple[float, dict, float, dict, int]:
+def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: tuple[str, ...], *,
+                        raw_submit: dict | None = None) -> tuple[float, dict, float, dict, int]:
     """The provider's rewrite task against a raw spark-submit of the procedure with the plan's
     options, on registered copies of one table (identical metadata). Runs alternate (raw, task,
     task, raw, ...) and the faster of each side counts, so neither gets the quieter moment.
+    ``raw_submit``: keyword arguments of :func:`raw_spark_submit` (``master``, ``conf``) for the raw side.
     Returns (task wall s, first task result, raw wall s, first raw run's JSON, JVMs per task)."""
     from airflow_lake_provider.operators.rewrite import IcebergRewriteDataFilesOperator
 
@@ -274,7 +278,7 @@ def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: t
     with JvmCounter() as jvms:
         for index in range(max(len(tables), len(raw_copies))):
             if index < len(raw_copies) and index % 2 == 0:
-                wall, raw = raw_spark_submit("procedure", options, raw_copies[index])
+                wall, raw = raw_spark_submit("procedure", options, raw_copies[index], **(raw_submit or {}))
                 raw_walls.append(wall), raws.append(raw)
             if index < len(tables):
                 wall, result = timed(IcebergRewriteDataFilesOperator(
@@ -283,6 +287,6 @@ def rewrite_task_vs_raw(tables: str | tuple[str, ...], plan: dict, raw_copies: t
                     context("rewrite"))
                 task_walls.append(wall), results.append(result)
             if index < len(raw_copies) and index % 2 == 1:
-                wall, raw = raw_spark_submit("procedure", options, raw_copies[index])
+                wall, raw = raw_spark_submit("procedure", options, raw_copies[index], **(raw_submit or {}))
                 raw_walls.append(wall), raws.append(raw)
     return min(task_walls), results[0], min(raw_walls), raws[0], jvms.count // len(tables)

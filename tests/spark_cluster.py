@@ -1,10 +1,13 @@
-"""A Spark standalone cluster on 127.0.0.1 (one Master, one Worker) for topology tests.
+"""A Spark standalone cluster on 127.0.0.1 (one Master, one Worker, or ``workers`` of them) for topology
+tests and the cluster benchmark.
 
 Both daemons come from the virtual environment's pyspark (``SPARK_HOME`` = the pyspark package
 directory; pip's pyspark has ``bin/spark-class`` but no ``sbin/start-master.sh``), started with
 ``spark-class`` in their own process group on free ports, with their work, log and pid
 directories under a temporary directory. The Worker gets 1 core and 1 GiB: the 2-core test
-machines run the Airflow task, the driver and one executor at once.
+machines run the Airflow task, the driver and one executor at once. With ``workers=N`` each Worker
+has its own ports, work directory (``work``, ``work-2``, ...) and log (``worker.out``,
+``worker-2.out``, ...), and the sizes ``worker_cores`` and ``worker_memory`` each.
 
 Nothing of the test process's PySpark settings reaches the daemons (``PYSPARK_PYTHON`` and
 friends are removed from their environment): an application must say which Python its
@@ -15,6 +18,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 import urllib.request
 import uuid
@@ -25,7 +29,7 @@ from typing import Any
 import psutil
 import pyspark
 
-from ports import free_port
+from ports import free_port, free_ports
 from server_processes import stop_process_group, wait_until_serving
 
 SPARK_HOME = Path(pyspark.__file__).resolve().parent
@@ -34,17 +38,37 @@ _PYTHON_ENV = ("PYSPARK_PYTHON", "PYSPARK_DRIVER_PYTHON", "PYSPARK_SUBMIT_ARGS",
 
 @dataclass
 class SparkStandaloneCluster:
-    """One Master and one Worker; ``start()`` returns once the Worker has registered."""
+    """One Master and ``workers`` Workers (one by default); ``start()`` returns once every Worker has registered."""
 
     base: Path
     worker_cores: int = 1
     worker_memory: str = "1g"
+    workers: int = 1
     marker: str = field(default_factory=lambda: f"lake-test-cluster-{uuid.uuid4().hex[:8]}")
     master_port: int = field(default_factory=free_port)
     master_ui_port: int = field(default_factory=free_port)
     worker_port: int = field(default_factory=free_port)
     worker_ui_port: int = field(default_factory=free_port)
     _processes: list[subprocess.Popen] = field(default_factory=list)
+    #: The ports of the Workers after the first (``worker_port``, ``worker_ui_port``): two per Worker.
+    _more_worker_ports: list[tuple[int, int]] = field(default_factory=list)
+
+    def __post_init__(self) -> None:
+        if self.workers < 1:
+            raise ValueError(f"a cluster needs at least one worker, not {self.workers}")
+        if self.workers > 1 and not self._more_worker_ports:
+            taken = {self.master_port, self.master_ui_port, self.worker_port, self.worker_ui_port}
+            wanted = 2 * (self.workers - 1)
+            ports = [p for p in free_ports(wanted + len(taken)) if p not in taken][:wanted]
+            self._more_worker_ports = list(zip(ports[::2], ports[1::2], strict=True))
+
+    @property
+    def worker_ports(self) -> list[tuple[int, int]]:
+        """Each Worker's (port, web UI port), the first one's being ``worker_port`` and ``worker_ui_port``."""
+        return [(self.worker_port, self.worker_ui_port), *self._more_worker_ports]
+
+    def _worker_dir(self, index: int) -> Path:
+        return self.base / ("work" if index == 0 else f"work-{index + 1}")
 
     @property
     def master_url(self) -> str:
@@ -94,14 +118,22 @@ class SparkStandaloneCluster:
         self._env()  # creates the directories
         self._spawn("master", "org.apache.spark.deploy.master.Master", "--host", "127.0.0.1",
                     "--port", str(self.master_port), "--webui-port", str(self.master_ui_port))
-        self._spawn("worker", "org.apache.spark.deploy.worker.Worker", "--host", "127.0.0.1",
-                    "--port", str(self.worker_port), "--webui-port", str(self.worker_ui_port),
-                    "--cores", str(self.worker_cores), "--memory", self.worker_memory,
-                    "--work-dir", str(self.base / "work"), self.master_url)
-        wait_until_serving(lambda: any(w.get("state") == "ALIVE" for w in self.state().get("workers", [])),
-                           processes=self._processes, timeout=timeout, what="The Spark cluster (a registered worker)",
-                           log=self.logs, stop=self.stop)
+        for index, (port, ui_port) in enumerate(self.worker_ports):
+            work = self._worker_dir(index)
+            work.mkdir(parents=True, exist_ok=True)
+            self._spawn("worker" if index == 0 else f"worker-{index + 1}", "org.apache.spark.deploy.worker.Worker",
+                        "--host", "127.0.0.1", "--port", str(port), "--webui-port", str(ui_port),
+                        "--cores", str(self.worker_cores), "--memory", self.worker_memory,
+                        "--work-dir", str(work), self.master_url)
+        what = "The Spark cluster (a registered worker)" if self.workers == 1 else \
+            f"The Spark cluster ({self.workers} registered workers)"
+        wait_until_serving(lambda: self.alive_workers() >= self.workers, processes=self._processes, timeout=timeout,
+                           what=what, log=self.logs, stop=self.stop)
         return self
+
+    def alive_workers(self) -> int:
+        """How many Workers the Master has as ALIVE."""
+        return sum(1 for w in self.state().get("workers", []) if w.get("state") == "ALIVE")
 
     def applications(self) -> list[dict[str, Any]]:
         """Every application the Master knows (running and completed)."""
@@ -113,20 +145,22 @@ class SparkStandaloneCluster:
                          for p in sorted(self.log_dir.glob("*.out")))
 
     def _leftovers(self) -> list[psutil.Process]:
-        """Daemons (by marker) and executors (by their worker's address) still running."""
-        worker_address = f"127.0.0.1:{self.worker_port}"
+        """Daemons (by marker) and executors (by their workers' addresses) still running."""
+        # An executor's command line names its Worker: --worker-url spark://Worker@127.0.0.1:PORT.
+        ports = "|".join(str(port) for port, _ in self.worker_ports)
+        worker_address = re.compile(rf"@127\.0\.0\.1:({ports})\b")
         found = []
         for process in psutil.process_iter(["cmdline"]):
             try:
                 cmdline = " ".join(process.info["cmdline"] or [])
             except (psutil.NoSuchProcess, psutil.AccessDenied):
                 continue
-            if self.marker in cmdline or ("CoarseGrainedExecutorBackend" in cmdline and worker_address in cmdline):
+            if self.marker in cmdline or ("CoarseGrainedExecutorBackend" in cmdline and worker_address.search(cmdline)):
                 found.append(process)
         return found
 
     def stop(self) -> None:
-        """Stop the Worker, then the Master (their process groups), then kill whatever is left."""
+        """Stop the Workers, then the Master (their process groups), then kill whatever is left."""
         for process in reversed(self._processes):
             stop_process_group(process, grace=15)
         leftovers = self._leftovers()
