@@ -41,6 +41,38 @@ def test_auto_takes_icebergs_rewriter_where_arrow_cannot_and_leaves_nothing_behi
         rewrite_job.run(spark, "lake", {"table": added, "options": {"min-input-files": "2"}, "rewriter": "arrow"})
 
 
+def test_on_executors_an_unrewritable_file_goes_to_iceberg_and_a_failed_task_fails_with_nothing_left(
+        spark, lake_hook, namespace, monkeypatch):
+    """The cluster path (each new file a Spark task, here in local mode's Python workers): a file without field
+    IDs found by a task hands the attempt to Iceberg's action; a task that fails (a data file gone from storage)
+    fails the rewrite, with the table at its snapshot and no file of the attempt left."""
+    monkeypatch.setattr("airflow_lake_provider.jobs.rewriters.on_executors", lambda master: True)
+    added = _with_files_without_field_ids(lake_hook, f"{namespace}.added_on_executors")
+    rows, on_disk = table_fingerprint(lake_hook.load_table(added)), files_on_disk(lake_hook.load_table(added))
+    result = rewrite_job.run(spark, "lake", {"table": added, "options": {"min-input-files": "2"}})
+    assert (result["rewriter"], result["rewritten_by"]) == ("iceberg", "executors")
+    assert "without an Iceberg field ID" in result["rewriter_note"] and result["rewritten_data_files"] == 3
+    table = lake_hook.load_table(added)
+    assert table_fingerprint(table) == rows
+    new_files = files_on_disk(table) - on_disk
+    assert {Path(task.file.file_path.removeprefix("file:")).name for task in table.scan().plan_files()} \
+        == {Path(f).name for f in new_files if f.endswith(".parquet")}  # Iceberg's new file, none of Arrow's
+
+    broken = f"{namespace}.missing_on_executors"
+    spark.sql(f"CREATE TABLE lake.{broken} (id BIGINT, day DATE) USING iceberg PARTITIONED BY (day)")
+    for i in range(3):
+        spark.sql(f"INSERT INTO lake.{broken} VALUES ({i}, DATE '2026-01-01')")
+    table = lake_hook.load_table(broken)
+    snapshot = table.current_snapshot().snapshot_id
+    gone = next(iter(table.scan().plan_files())).file.file_path.removeprefix("file:")
+    Path(gone).unlink()
+    on_disk = files_on_disk(table)
+    with pytest.raises(Exception, match="FileNotFoundError|No such file"):
+        rewrite_job.run(spark, "lake", {"table": broken, "options": {"min-input-files": "2"}})
+    table = lake_hook.load_table(broken)
+    assert table.current_snapshot().snapshot_id == snapshot and files_on_disk(table) == on_disk
+
+
 def _with_files_without_field_ids(lake_hook, name: str, *, files: int = 3) -> str:
     """``name``, created if missing, with ``files`` Parquet files added without Iceberg's field IDs."""
     if not lake_hook.catalog.table_exists(name):
