@@ -107,8 +107,16 @@ def test_a_table_with_two_dvs_for_a_file_is_refused_then_repaired_and_maintained
     problems = read_problems(spark, "lake", name, snapshot)
     assert list(problems.duplicates) == [path] and len(problems.duplicates[path]) == 2
     assert [dv.referenced_data_file for dv in problems.dangling] == [path.replace(".parquet", "-never-written.parquet")]
-    # The same read in a driver without Spark (the Arrow rewriter's), through Iceberg's manifests.
-    assert _in_driver(iceberg.load_table(spark, "lake", name), snapshot) == problems
+    # The same read in a driver without Spark (the Arrow rewriter's), through Iceberg's manifests: Avro's JSON of
+    # each manifest in one round trip, the same values as the DeleteFiles Iceberg's reader gives one by one.
+    jtable = iceberg.load_table(spark, "lake", name)
+    assert _in_driver(jtable, snapshot) == problems
+    keys = ("file_path", "file_format", "referenced_data_file", "content_offset", "record_count")
+    as_read = [{k: r.get(k) for k in keys} for r in iceberg.delete_file_records(jtable, jtable.snapshot(snapshot))]
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(iceberg, "_delete_manifest_texts", lambda *_: None)
+        one_by_one = iceberg.delete_file_records(jtable, jtable.snapshot(snapshot))
+    assert len(as_read) >= 3 and sorted(as_read, key=str) == sorted(one_by_one, key=str)
 
     # The shipped DAG: the rewrite refuses the snapshot, naming the file and the repair; nothing is committed.
     capfd.readouterr()

@@ -53,14 +53,10 @@ def _in_driver(jtable, snapshot_id: int) -> DeletionVectorProblems:
     which of the data files they name are live, from its data manifests' live paths (``ManifestFiles``, which,
     like the ``entries`` table, builds no delete index)."""
     snapshot = jtable.snapshot(snapshot_id)
-    found = []
-    for delete_file in iceberg.live_delete_files(jtable, snapshot):
-        referenced = delete_file.referencedDataFile()
-        if referenced is None or str(delete_file.format()).upper() != "PUFFIN":
-            continue
-        offset = delete_file.contentOffset()
-        found.append(DeletionVector(str(referenced), str(delete_file.location()), int(offset or 0),
-                                    int(delete_file.recordCount())))
+    found = [DeletionVector(str(r["referenced_data_file"]), str(r["file_path"]), int(r.get("content_offset") or 0),
+                            int(r["record_count"]))
+             for r in iceberg.delete_file_records(jtable, snapshot)
+             if r.get("referenced_data_file") is not None and str(r.get("file_format")).upper() == "PUFFIN"]
     if not found:
         return DeletionVectorProblems()
     _, files = iceberg.manifest_contents(jtable, snapshot.dataManifests(jtable.io()), by_content=False)

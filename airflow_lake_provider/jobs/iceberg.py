@@ -138,6 +138,60 @@ def live_delete_files(jtable, snapshot, manifest_paths: set[str] | None = None) 
     yield from delete_files_of(jtable, wanted)
 
 
+#: Avro as Iceberg's Spark runtime carries it (relocated): its generic reader, and its records' JSON.
+_AVRO = "org.apache.iceberg.shaded.org.apache.avro."
+#: A manifest entry's ``status`` when the entry records a removal (0: existing, 1: added).
+_DELETED_ENTRY = 2
+
+
+def delete_file_records(jtable, snapshot) -> list[dict[str, Any]]:
+    """The live delete files of ``snapshot`` as plain values, by the manifest's own field names (``file_path``,
+    ``file_format``, ``referenced_data_file``, ``content_offset``, ``record_count``; more where read from the
+    manifest), for checks that only read them. Each delete manifest in one round trip (Avro's generic reader
+    over the file, each entry's JSON joined in the JVM), not several per file as :func:`live_delete_files`
+    takes; through that where this reading does not apply (an encrypted table, a runtime without the
+    relocated Avro)."""
+    texts = _delete_manifest_texts(jtable, snapshot)
+    if texts is None:
+        return [{"file_path": str(f.location()), "file_format": str(f.format()),
+                 "referenced_data_file": None if f.referencedDataFile() is None else str(f.referencedDataFile()),
+                 "content_offset": None if f.contentOffset() is None else int(f.contentOffset()),
+                 "record_count": int(f.recordCount())} for f in live_delete_files(jtable, snapshot)]
+    records = []
+    for text in texts:
+        for line in text.split("\u0000") if text else ():
+            entry = json.loads(line)
+            if entry["status"] != _DELETED_ENTRY:
+                records.append(entry["data_file"])
+    return records
+
+
+def _delete_manifest_texts(jtable, snapshot) -> list[str] | None:
+    """Each delete manifest's entries as Avro's JSON, NUL-joined; ``None`` where that cannot be read."""
+    if str(jtable.encryption().getClass().getName()) != "org.apache.iceberg.encryption.PlaintextEncryptionManager":
+        return None
+    io = jtable.io()
+    try:
+        stream_of = java_class(jtable, _AVRO + "file.DataFileStream")
+        generic = java_class(jtable, _AVRO + "generic.GenericDatumReader")
+        joiner = java_class(jtable, "org.apache.iceberg.relocated.com.google.common.base.Joiner").on("\u0000")
+        paths = [path for path, _, _ in with_paths(jtable, snapshot.deleteManifests(io))]
+
+        def read(path: str) -> str:
+            stream = stream_of(io.newInputFile(path).newStream(), generic())
+            try:
+                return str(joiner.join(stream))  # Avro's JSON escapes control characters: no NUL inside
+            finally:
+                stream.close()
+
+        with ThreadPoolExecutor(_READING_THREADS) as pool:
+            return list(pool.map(read, paths))
+    except Exception as error:
+        if "Py4J" not in type(error).__name__:  # py4j: no such class in this runtime
+            raise
+        return None
+
+
 def delete_files_of(jtable, manifests: Iterable[Any]) -> Iterator[Any]:
     """The live delete files (Java ``DeleteFile``s, each its own copy) of the delete ``manifests``."""
     io, specs = jtable.io(), jtable.specs()
