@@ -13,6 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import quote, urlsplit
 
+from airflow_lake_provider.core.object_storage import GCS_FILE_IO, store_of
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE
 
@@ -251,6 +252,14 @@ class CatalogConfig:
         return (any(str(value).startswith("org.apache.iceberg.aws.") for value in props.values())
                 or props.get("rest.auth.type") == "sigv4" or str(props.get("rest.sigv4-enabled")).lower() == "true")
 
+    @property
+    def spark_uses_gcs(self) -> bool:
+        """Whether the Spark face reads GCS through Iceberg's ``GCSFileIO`` (and so needs iceberg-gcp-bundle):
+        a ``gs://`` warehouse, or one of Iceberg's GCP classes named in the properties."""
+        props = self._merged_spark_properties()
+        return (bool(self.warehouse) and store_of(str(self.warehouse)) == "gcs") or any(
+            str(value).startswith("org.apache.iceberg.gcp.") for value in props.values())
+
     def _s3a_conf(self) -> dict[str, str]:
         """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
         props = self._merged_spark_properties()
@@ -339,6 +348,10 @@ class CatalogConfig:
             # Unless the properties name a FileIO (S3FileIO: iceberg-aws-bundle is then added), Hadoop's
             # S3A reads s3:// and s3a:// alike, with the S3 settings PyIceberg uses (docs/connection.md).
             catalog["io-impl"] = HADOOP_FILE_IO
+        elif self.warehouse and store_of(str(self.warehouse)) == "gcs":
+            # The catalogs' default (HadoopFileIO) would need Hadoop's GCS connector; GCSFileIO reads the
+            # gcs.* properties PyIceberg reads.
+            catalog["io-impl"] = GCS_FILE_IO
         catalog.update(self._merged_spark_properties())
         if catalog.get("io-impl") == S3_FILE_IO:
             catalog.update({k: v for k, v in self._s3_file_io_defaults(catalog).items() if k not in catalog})

@@ -3,8 +3,9 @@
 Which coordinates: they follow the Spark line the job is submitted with (the installed
 ``pyspark``, or the connection's ``spark_version``): Iceberg's Spark runtime for that line and
 its Scala version, the JDBC driver of a SQL catalog, ``hadoop-aws`` with the AWS SDK its Hadoop
-was built against when Spark reads S3 through S3A, and ``iceberg-aws-bundle`` when it uses
-Iceberg's own ``S3FileIO`` (or signs REST requests with SigV4).
+was built against when Spark reads S3 through S3A, ``iceberg-aws-bundle`` when it uses
+Iceberg's own ``S3FileIO`` (or signs REST requests with SigV4), and ``iceberg-gcp-bundle`` when
+it uses ``GCSFileIO``.
 
 Where from, per coordinate, first match wins:
 1. the user names it: a jar path (connection or operator ``spark_jars``) or a coordinate
@@ -32,6 +33,9 @@ from airflow_lake_provider.exceptions import LakeConfigError
 
 ICEBERG_VERSION = "1.12.0"
 ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
+# Google's SDK for GCSFileIO (whose classes are in the Spark runtime). Maven Central serves no 1.12.0 of
+# it (checked 2026-11-29); 1.11.0's SDK carries the 1.12 runtime's GCSFileIO (tests/test_rewrite_oracle.py).
+ICEBERG_GCP_BUNDLE = "org.apache.iceberg:iceberg-gcp-bundle:1.11.0"
 
 
 @dataclass(frozen=True)
@@ -169,6 +173,7 @@ def resolve_classpath(
     packages: list[str] | None = None,
     s3a: bool = False,
     aws_bundle: bool = False,
+    gcp_bundle: bool = False,
     iceberg_runtime_provided: bool = False,
     spark_version: str | None = None,
 ) -> SparkClasspath:
@@ -192,13 +197,15 @@ def resolve_classpath(
             classpath.add(coordinate)
     if aws_bundle:
         classpath.add(ICEBERG_AWS_BUNDLE)
+    if gcp_bundle:
+        classpath.add(ICEBERG_GCP_BUNDLE)
     return classpath
 
 
 def coordinates(spark_version: str | None = None) -> list[str]:
     """Every coordinate a job of the ``spark_version`` line may need: what ``fetch`` caches."""
     line = spark_line(spark_version)
-    return [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE]
+    return [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE, ICEBERG_GCP_BUNDLE]
 
 
 def fetch(spark_version: str | None = None, *, directory: Path | None = None) -> list[Path]:

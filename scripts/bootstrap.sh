@@ -72,7 +72,7 @@ stamp_file="$VENV/.lake-installed"
 if [ "$(cat "$stamp_file" 2>/dev/null)" != "$stamp_value" ]; then
   echo "bootstrap: installing Python packages (Spark track $LAKE_SPARK) into $VENV (the first time pyspark builds from source: about a minute)"
   log=$(mktemp)
-  if ! { "$UV" pip install --python "$VENV/bin/python" -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,sigv4,openlineage]" \
+  if ! { "$UV" pip install --python "$VENV/bin/python" -c "$CONSTRAINTS" -e ".[test,postgres,hive,s3,gcs,sigv4,openlineage]" \
          && "$UV" pip check --python "$VENV/bin/python" \
          && "$VENV/bin/python" -c "import pyspark.sql, sys; sys.exit(not pyspark.__version__.startswith('$LAKE_SPARK'))"; \
        } >"$log" 2>&1; then
@@ -95,7 +95,7 @@ fi
 rm -rf airflow_lake_provider.egg-info
 
 # The Spark jobs' jars by Maven coordinates (Iceberg's Spark runtime of this track, hadoop-aws and
-# its AWS SDK, iceberg-aws-bundle), fetched once with the machine's Maven into the jar cache
+# its AWS SDK, iceberg-aws-bundle, iceberg-gcp-bundle), fetched once with the machine's Maven into the jar cache
 # ($LAKE_JAR_CACHE, default ~/.cache/airflow-lake-provider/jars); a jar already there is kept.
 "$VENV/bin/python" -m airflow_lake_provider.jars fetch >/dev/null
 

@@ -2,12 +2,21 @@
 
 from __future__ import annotations
 
+import datetime as dt
 import struct
 import zlib
 
 import pytest
 
-from airflow_lake_provider.core.object_storage import s3_options_from_file_io, s3_options_from_s3a, s3_path
+from airflow_lake_provider.core.object_storage import (
+    UnmappedStorage,
+    gcs_options_from_file_io,
+    object_path,
+    s3_options_from_file_io,
+    s3_options_from_s3a,
+    s3_path,
+    store_of,
+)
 from airflow_lake_provider.core.arrow_rewrite import (
     arrow_ineligibility,
     dictionary_columns,
@@ -36,6 +45,7 @@ def test_a_v2_or_v3_table_on_local_storage_or_s3_is_eligible():
     assert arrow_ineligibility(**{**ELIGIBLE, "format_version": 3, "schema": no_defaults}) is None
     assert arrow_ineligibility(**{**ELIGIBLE, "location": "s3a://bucket/db/t",
                                   "properties": {"write.data.path": "s3://other/data"}}) is None
+    assert arrow_ineligibility(**{**ELIGIBLE, "location": "gs://bucket/db/t"}) is None
 
 
 def test_s3_options_are_the_ones_the_tables_fileio_uses():
@@ -61,6 +71,39 @@ def test_s3_options_are_the_ones_the_tables_fileio_uses():
     assert s3_path("s3a://lake/db/t/data/f.parquet") == "lake/db/t/data/f.parquet"
 
 
+def test_gcs_options_are_the_ones_gcsfileio_uses():
+    """pyarrow reaches GCS with GCSFileIO's properties: its endpoint, project and token (a vended one for
+    the location winning), anonymous where GCSFileIO has no auth, Google's default credentials otherwise."""
+    properties = {"gcs.service.host": "http://127.0.0.1:4443", "gcs.project-id": "lake",
+                  "gcs.oauth2.token": "T0", "gcs.oauth2.token-expires-at": "1767225600000"}
+    vended = [("gs://lake/", {"gcs.oauth2.token": "T1", "gcs.oauth2.token-expires-at": "1767225600000"}),
+              ("gs://lake/db/t", {"gcs.oauth2.token": "T2", "gcs.oauth2.token-expires-at": "1767229200000"}),
+              ("gs://other/", {"gcs.oauth2.token": "T3", "gcs.oauth2.token-expires-at": "1767225600000"})]
+    assert gcs_options_from_file_io(properties, "gs://lake/db/t/data/f.parquet", vended) == {
+        "endpoint_override": "127.0.0.1:4443", "scheme": "http", "project_id": "lake", "access_token": "T2",
+        "credential_token_expiration": dt.datetime(2026, 1, 1, 1, tzinfo=dt.timezone.utc)}
+    assert gcs_options_from_file_io(properties, "gs://elsewhere/f")["access_token"] == "T0"
+    assert gcs_options_from_file_io({"gcs.service.host": "http://127.0.0.1:4443", "gcs.no-auth": "true"},
+                                    "gs://b/k") == {"endpoint_override": "127.0.0.1:4443", "scheme": "http",
+                                                    "anonymous": True}
+    assert gcs_options_from_file_io({}, "gs://b/k") == {}  # Google's default credentials, as GCSFileIO
+    assert object_path("gs://lake/db/t/data/f.parquet") == "lake/db/t/data/f.parquet"
+    assert [store_of(p) for p in ("gs://b/k", "s3a://b/k", "file:/t", "/t", "hdfs://nn/t")] == \
+        ["gcs", "s3", "local", "local", None]
+
+
+@pytest.mark.parametrize(("properties", "reason"), [
+    ({"gcs.oauth2.token": "T"}, "without gcs.oauth2.token-expires-at"),
+    ({"gcs.encryption-key": "K"}, "customer-supplied encryption key"),
+    ({"gcs.decryption-key": "K"}, "customer-supplied decryption key"),
+    ({"gcs.user-project": "p"}, "user project"),
+    ({"gcp.impersonate.service-account": "sa@p.iam.gserviceaccount.com"}, "impersonation"),
+])
+def test_gcs_settings_pyarrow_cannot_use_as_gcsfileio_does_are_refused_with_the_reason(properties, reason):
+    with pytest.raises(UnmappedStorage, match=reason):
+        gcs_options_from_file_io(properties, "gs://b/k")
+
+
 @pytest.mark.parametrize(("change", "reason"), [
     ({"strategy": "sort"}, "strategy 'sort' sorts rows"),
     ({"format_version": 4}, "format v4 is newer than the format v3 Arrow rewrites"),
@@ -77,8 +120,10 @@ def test_s3_options_are_the_ones_the_tables_fileio_uses():
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),
     ({"properties": {"write.parquet.compression-codec": "lz4"}}, "codec 'lz4'"),
     ({"properties": {"write.parquet.bloom-filter-enabled.column.id": "true"}}, "bloom filters"),
-    ({"location": "gs://bucket/db/t"}, "neither on a local file system nor on S3"),
-    ({"properties": {"write.data.path": "s3://bucket/data"}}, "neither on a local file system nor on S3"),
+    ({"location": "abfss://c@account.dfs.core.windows.net/db/t"}, "not all on one of the stores"),
+    ({"properties": {"write.data.path": "s3://bucket/data"}}, "not all on one of the stores"),
+    ({"location": "gs://bucket/db/t", "properties": {"write.data.path": "s3://bucket/data"}},
+     "not all on one of the stores"),
     ({"options": {"shuffle-partitions-per-file": "2"}}, "options ['shuffle-partitions-per-file'] are for Iceberg's"),
     ({"schema": {"fields": [{"id": 1, "name": "attrs", "type": {"type": "struct", "fields": []}}]}},
      "column 'attrs' has type struct, which Arrow does not rewrite here"),

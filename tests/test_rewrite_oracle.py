@@ -46,7 +46,7 @@ from hypothesis import HealthCheck, Phase, assume, example, given, settings
 from hypothesis import strategies as st
 from lake_checks import append_without_partition_columns, local_path
 
-from airflow_lake_provider.core.object_storage import s3_path
+from airflow_lake_provider.core.object_storage import object_path
 from airflow_lake_provider.jobs import iceberg as jiceberg
 from airflow_lake_provider.jobs import rewrite as rewrite_job
 from airflow_lake_provider.jobs.dangling_deletes import DANGLING_PROPERTY
@@ -132,12 +132,13 @@ class Where:
     """The catalog the oracle's tables are in (its name in the shared Spark session) and how their files open."""
 
     catalog: str = "lake"
-    filesystem: Any = None  # a pyarrow S3 file system for tables on S3; None: local paths
+    filesystem: Any = None  # a pyarrow file system for tables on S3 or GCS; None: local paths
+    store: str = "local"
 
     def parquet(self, location: str):
         if self.filesystem is None:
             return pq.ParquetFile(local_path(location))
-        return pq.ParquetFile(s3_path(location), filesystem=self.filesystem)
+        return pq.ParquetFile(object_path(location), filesystem=self.filesystem)
 
 
 LOCAL = Where()
@@ -306,8 +307,8 @@ def _v3_with_deletion_vectors() -> Recipe:
 
 REGRESSIONS = [_issue_table(), _partition_only_in_metadata(), _deletes_of_every_kind(), _v3_with_deletion_vectors()]
 #: What the oracle checked in this run, for the figures block of docs/safety.md.
-CHECKED = {"tables": 0, "with_deletes": 0, "v3": 0, "deletion_vectors": 0, "on_s3": 0, "on_executors": 0, "files": 0,
-           "filters": 0}
+CHECKED = {"tables": 0, "with_deletes": 0, "v3": 0, "deletion_vectors": 0, "on_s3": 0, "on_gcs": 0,
+           "on_executors": 0, "files": 0, "filters": 0}
 #: Filters Iceberg's own compaction answered wrongly (reported, not failed: the oracle's judge errs there),
 #: with the truth and Iceberg's answer.
 ICEBERG_WRONG: list[tuple[str, int, int]] = []
@@ -787,7 +788,8 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe, where: Where = 
     CHECKED["with_deletes"] += deletes_before > 0
     CHECKED["v3"] += v3
     CHECKED["deletion_vectors"] += deletion_vectors
-    CHECKED["on_s3"] += where is not LOCAL
+    CHECKED["on_s3"] += where.store == "s3"
+    CHECKED["on_gcs"] += where.store == "gcs"
     CHECKED["on_executors"] += rewritten_by == "executors"
     CHECKED["files"] += len(new_files)
     CHECKED["filters"] += len(filters) + len(checks)
@@ -893,7 +895,8 @@ def _report_icebergs_wrong_answers():
             f"Rewrite oracle (Spark {track}): {CHECKED['tables']} tables ({len(REGRESSIONS)} regression cases, the "
             f"rest generated; {CHECKED['with_deletes']} with delete files, {CHECKED['v3']} format v3 with "
             f"{CHECKED['deletion_vectors']} deletion vectors and row lineage compared, "
-            f"{CHECKED['on_s3']} on S3, {CHECKED['on_executors']} written on Spark's executors) compacted by the default path and by Iceberg's `rewrite_data_files`; "
+            f"{CHECKED['on_s3']} on S3, {CHECKED['on_gcs']} on GCS, {CHECKED['on_executors']} written on Spark's executors) compacted by the default path and by "
+            "Iceberg's `rewrite_data_files`; "
             f"{CHECKED['files']} new files' metrics held to their values, {CHECKED['filters']} filtered queries "
             f"answered as the truth; filters Iceberg's own copy answered wrongly: {len(ICEBERG_WRONG)} "
             "(`tests/test_rewrite_oracle.py`)"))
@@ -940,7 +943,7 @@ def s3_lake_for_the_oracle(seaweedfs_server, spark, tmp_path_factory):  # noqa: 
         hook = IcebergLakeHook(lake_conn_id="lake_s3oracle")
         hook.catalog.create_namespace("oracle")
         _register(spark, hook)
-    return hook, Where(S3_CATALOG, seaweedfs_server.filesystem())
+    return hook, Where(S3_CATALOG, seaweedfs_server.filesystem(), "s3")
 
 
 def _written_by_pyiceberg(recipe: Recipe) -> Recipe:
@@ -980,3 +983,38 @@ def test_on_spark_executors_the_rewrite_gives_every_reader_the_same_rows_as_iceb
         # Files of a few KB: a group's files go into several new files, each its own task with its own deletes.
         run_oracle(spark, lake_hook, namespace, recipe, rewritten_by="executors",
                    options={"target-file-size-bytes": "4096"})
+
+
+# ---- on GCS --------------------------------------------------------------------------------------
+GCS_CATALOG = "gcsoracle"
+
+
+@pytest.fixture(scope="module")
+def gcs_lake_for_the_oracle(fake_gcs_server, spark, tmp_path_factory):
+    """A SQL catalog (SQLite) whose warehouse is on fake-gcs-server, in the shared Spark session as
+    ``gcsoracle`` (Iceberg's GCSFileIO with the connection's gcs.* properties: endpoint, project, an OAuth2
+    token with its expiry); its files read through pyarrow."""
+    from test_topology_s3 import _register
+
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    database = tmp_path_factory.mktemp("gcsoracle") / "catalog.db"
+    conn = fake_gcs_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
+                                          catalog_name=GCS_CATALOG)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW_CONN_LAKE_GCSORACLE", json.dumps(conn))
+        hook = IcebergLakeHook(lake_conn_id="lake_gcsoracle")
+        hook.catalog.create_namespace("oracle")
+        _register(spark, hook)
+    return hook, Where(GCS_CATALOG, fake_gcs_server.filesystem(), "gcs")
+
+
+@settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))
+@example(recipe=_written_by_pyiceberg(_v3_with_deletion_vectors()))
+@example(recipe=_written_by_pyiceberg(_deletes_of_every_kind()))
+@given(recipe=recipes().map(_written_by_pyiceberg))
+def test_on_gcs_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, gcs_lake_for_the_oracle, recipe):
+    """The same oracle on GCS: the Arrow rewriter reads and writes through pyarrow's GCS file system, set
+    up from the table's own GCSFileIO properties (``core/object_storage.py``), deletion vectors by byte ranges."""
+    hook, where = gcs_lake_for_the_oracle
+    run_oracle(spark, hook, "oracle", recipe, where)

@@ -17,9 +17,8 @@ import re
 from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
-from airflow_lake_provider.catalog_config import is_s3_location
 from airflow_lake_provider.core.file_metrics import FLOATING_TYPES
-from airflow_lake_provider.core.object_storage import is_local
+from airflow_lake_provider.core.object_storage import store_of
 
 #: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
 #: Spark action; ``iceberg`` always Iceberg's Spark action; ``arrow`` refuses a table Arrow cannot rewrite.
@@ -90,8 +89,10 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     if any(key.startswith("write.parquet.bloom-filter") for key in properties):
         return "the table asks for Parquet bloom filters"
     data_locations = [location, *(properties[key] for key in _DATA_LOCATION_PROPERTIES if key in properties)]
-    if not (all(is_local(place) for place in data_locations) or all(is_s3_location(place) for place in data_locations)):
-        return "the table's data is neither on a local file system nor on S3 (other stores use Iceberg's writer)"
+    stores = {store_of(place) for place in data_locations}
+    if None in stores or len(stores) > 1:
+        return ("the table's data is not all on one of the stores the Arrow rewriter reaches (a local file system, "
+                "S3, GCS; other stores use Iceberg's writer)")
     known = ARROW_REWRITER_OPTIONS | set(planner_options if planner_options is not None else options)
     unknown = sorted(set(options) - known)
     if unknown:

@@ -1,4 +1,4 @@
-"""A table's S3 storage as pyarrow reaches it, from the settings the table's own FileIO reads.
+"""A table's object storage (S3, GCS) as pyarrow reaches it, from the settings the table's own FileIO reads.
 
 The Arrow rewriter reads and writes a table's files with pyarrow. On S3 it takes the endpoint,
 addressing style, region and credentials from where Iceberg's FileIO takes them, so there is no
@@ -8,24 +8,61 @@ winning, as ``S3FileIO`` picks them), or Hadoop's ``fs.s3a.*`` settings behind `
 (per-bucket ``fs.s3a.bucket.NAME.*`` first, as S3A reads them). Where neither names credentials,
 pyarrow takes the AWS default chain (environment, profile, instance role), as both FileIOs do.
 
-Pure: the options are plain values for ``pyarrow.fs.S3FileSystem``; nothing here imports pyarrow.
+On GCS the same from the ``gcs.*`` properties of Iceberg's ``GCSFileIO`` (and the OAuth2 token a REST
+catalog vends). What pyarrow cannot take as GCSFileIO takes it (a token without its expiry, customer-
+supplied encryption keys, a user project, impersonation) raises :class:`UnmappedStorage`, and so does
+Hadoop's GCS connector (``fs.gs.*``, not proven here): the rewrite then stays with Iceberg's action.
+
+Pure: the options are plain values for ``pyarrow.fs.S3FileSystem`` / ``GcsFileSystem``; nothing here
+imports pyarrow.
 """
 
 from __future__ import annotations
 
+import datetime as dt
 from collections.abc import Callable, Iterable, Mapping
 from typing import Any
 from urllib.parse import urlsplit
+
+GCS_FILE_IO = "org.apache.iceberg.gcp.gcs.GCSFileIO"
+#: Stores by URI scheme, as Iceberg's ResolvingFileIO tells them apart.
+_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs"}
+
+
+class UnmappedStorage(Exception):
+    """The table's FileIO settings name something pyarrow cannot do as that FileIO does (the reason)."""
 
 
 def is_local(location: str) -> bool:
     return location.startswith(("file:/", "/"))
 
 
+def store_of(location: str) -> str | None:
+    """``local``, ``s3`` or ``gcs``: the store a location is on, as the Arrow rewriter reaches it
+    (``None``: one it does not reach)."""
+    if is_local(location):
+        return "local"
+    scheme = urlsplit(location).scheme.lower() if "://" in location else ""
+    return _STORES.get(scheme)
+
+
 def s3_path(location: str) -> str:
-    """``bucket/key`` of an S3 location, as pyarrow's S3 file system names it."""
+    """``bucket/key`` of an S3 (or GCS) location, as pyarrow's S3 (GCS) file system names it."""
     parts = urlsplit(location)
     return f"{parts.netloc}{parts.path}"
+
+
+def object_path(location: str) -> str:
+    """The path pyarrow's file system of the location's store names it by (``bucket/key``)."""
+    return s3_path(location)
+
+
+def _vended(properties: Mapping[str, str], location: str,
+            storage_credentials: Iterable[tuple[str, Mapping[str, str]]]) -> dict[str, str]:
+    """The FileIO's properties with the vended credential of the longest prefix of ``location`` over them."""
+    matching = sorted(((prefix, config) for prefix, config in storage_credentials if location.startswith(prefix)),
+                      key=lambda pair: len(pair[0]))
+    return {**properties, **(matching[-1][1] if matching else {})}
 
 
 def _endpoint(endpoint: str | None) -> dict[str, Any]:
@@ -53,9 +90,7 @@ def s3_options_from_file_io(properties: Mapping[str, str], location: str,
                             storage_credentials: Iterable[tuple[str, Mapping[str, str]]] = ()) -> dict[str, Any]:
     """``S3FileSystem`` options from ``S3FileIO``'s properties and its vended storage credentials
     ((prefix, config) pairs: the longest prefix of ``location`` wins)."""
-    matching = sorted(((prefix, config) for prefix, config in storage_credentials if location.startswith(prefix)),
-                      key=lambda pair: len(pair[0]))
-    merged = {**properties, **(matching[-1][1] if matching else {})}
+    merged = _vended(properties, location, storage_credentials)
     endpoint = merged.get("s3.endpoint")
     region = merged.get("client.region") or merged.get("s3.region")
     return {**_endpoint(endpoint), **_addressing(merged.get("s3.path-style-access") or "false", endpoint),
@@ -82,3 +117,48 @@ def s3_options_from_s3a(setting: Callable[[str], str | None], bucket: str) -> di
 #: What pyarrow's S3 file system takes beyond the options: Iceberg's writers never create buckets
 #: nor directory markers (S3 has no directories).
 FIXED_S3_OPTIONS: dict[str, Any] = {"allow_bucket_creation": False, "allow_bucket_deletion": False}
+
+
+#: GCSFileIO properties with no ``GcsFileSystem`` option doing the same: the rewrite stays with Iceberg's action.
+_GCS_UNMAPPED = {
+    "gcs.encryption-key": "a customer-supplied encryption key",
+    "gcs.decryption-key": "a customer-supplied decryption key",
+    "gcs.user-project": "a user project billed for requests (requester pays)",
+    "gcp.impersonate.service-account": "service-account impersonation",
+}
+
+
+def gcs_options_from_file_io(properties: Mapping[str, str], location: str,
+                             storage_credentials: Iterable[tuple[str, Mapping[str, str]]] = ()) -> dict[str, Any]:
+    """``GcsFileSystem`` options from ``GCSFileIO``'s properties and its vended storage credentials
+    (the longest prefix of ``location`` wins), or :class:`UnmappedStorage` with the reason.
+
+    Credentials as GCSFileIO picks them: ``gcs.oauth2.token`` (with ``gcs.oauth2.token-expires-at``,
+    milliseconds since the epoch; pyarrow cannot refresh it as GCSFileIO does from a refresh endpoint,
+    so the token must outlast the rewrite), else ``gcs.no-auth`` (anonymous), else Google's default
+    credentials, which pyarrow resolves by the same rules (google.aip.dev/auth/4110)."""
+    merged = _vended(properties, location, storage_credentials)
+    unmapped = [what for key, what in _GCS_UNMAPPED.items() if merged.get(key)]
+    if unmapped:
+        raise UnmappedStorage(f"the table's GCSFileIO uses {unmapped[0]}, which pyarrow's GCS file system "
+                              "cannot use as GCSFileIO does")
+    options: dict[str, Any] = {**_endpoint(merged.get("gcs.service.host"))}
+    if merged.get("gcs.project-id"):
+        options["project_id"] = merged["gcs.project-id"]
+    token = merged.get("gcs.oauth2.token")
+    if token:
+        expires_at = merged.get("gcs.oauth2.token-expires-at")
+        if not expires_at:
+            raise UnmappedStorage("the table's GCSFileIO has an OAuth2 token without gcs.oauth2.token-expires-at, "
+                                  "and pyarrow's GCS file system takes a token only with its expiry")
+        options.update(access_token=token, credential_token_expiration=dt.datetime.fromtimestamp(
+            int(expires_at) / 1000, tz=dt.timezone.utc))
+    elif str(merged.get("gcs.no-auth", "false")).lower() == "true":
+        options["anonymous"] = True
+    return options
+
+
+#: What pyarrow's GCS file system takes beyond the options: its client retries a failing request (an
+#: unreachable endpoint, a host name that does not resolve) for 15 minutes by default; Google's Java client
+#: behind GCSFileIO gives up after 50 s, and so does the Arrow rewriter.
+FIXED_GCS_OPTIONS: dict[str, Any] = {"retry_time_limit": dt.timedelta(seconds=50)}

@@ -1,5 +1,5 @@
-"""Where the Arrow rewriter reads and writes: a local file system, or S3 through pyarrow's S3 file
-system configured from the table's own FileIO (``core/object_storage.py`` maps its settings).
+"""Where the Arrow rewriter reads and writes: a local file system, or S3 or GCS through pyarrow's file
+system of that store, configured from the table's own FileIO (``core/object_storage.py`` maps its settings).
 
 A :class:`Storage` is plain values (pyarrow's file systems pickle): the rewriter sends it to Spark's
 executors with the work. Files the rewriter wrote but never committed are deleted by the driver
@@ -12,15 +12,21 @@ from __future__ import annotations
 import os
 from typing import Any
 
-from airflow_lake_provider.catalog_config import is_s3_location
 from airflow_lake_provider.core.object_storage import (
+    FIXED_GCS_OPTIONS,
     FIXED_S3_OPTIONS,
-    is_local,
+    UnmappedStorage,
+    gcs_options_from_file_io,
+    object_path,
     s3_options_from_file_io,
     s3_options_from_s3a,
     s3_path,
+    store_of,
 )
 from airflow_lake_provider.jobs import iceberg
+
+#: FileIOs that read ``gs://`` with GCSFileIO's properties (ResolvingFileIO hands gs:// to GCSFileIO).
+_GCS_FILE_IOS = (".GCSFileIO", ".ResolvingFileIO")
 
 
 class UnreachableStorage(Exception):
@@ -35,7 +41,7 @@ class Storage:
 
     def path(self, location: str) -> str:
         if self.filesystem is not None:
-            return s3_path(location)
+            return object_path(location)
         return location[len("file:"):] if location.startswith("file:") else location
 
     def parquet_file(self, location: str):
@@ -72,29 +78,51 @@ class Storage:
 def table_storage(jtable) -> Storage:
     """The table's storage, or :class:`UnreachableStorage` with the reason."""
     location = str(jtable.location())
-    if is_local(location):
+    store = store_of(location)
+    if store == "local":
         return Storage()
-    if not is_s3_location(location):
+    if store is None:
         raise UnreachableStorage(f"the table is at {location.split(':', 1)[0]}://, which the Arrow rewriter does "
-                                 "not reach (local file systems and S3)")
+                                 "not reach (local file systems, S3 and GCS)")
     from pyarrow import fs
 
-    return Storage(fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
+    try:
+        if store == "gcs":
+            return Storage(fs.GcsFileSystem(**_gcs_options(jtable, location), **FIXED_GCS_OPTIONS))
+        return Storage(fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
+    except UnmappedStorage as unmapped:
+        raise UnreachableStorage(str(unmapped)) from None
 
 
-def _s3_options(jtable, location: str) -> dict[str, Any]:
-    io = jtable.io()
+def _file_io_settings(io) -> tuple[dict[str, str], list[tuple[str, dict[str, str]]]]:
+    """The FileIO's properties and the storage credentials it holds (vended by a REST catalog), if any."""
     try:
         properties = iceberg.string_map(io.properties())
     except Exception:  # noqa: BLE001 - a FileIO without properties(): its settings are Hadoop's
         properties = {}
+    credentials = []
+    try:
+        for credential in io.credentials():
+            credentials.append((str(credential.prefix()), iceberg.string_map(credential.config())))
+    except Exception:  # noqa: BLE001 - a FileIO that vends none
+        pass
+    return properties, credentials
+
+
+def _gcs_options(jtable, location: str) -> dict[str, Any]:
+    io = jtable.io()
+    name = str(io.getClass().getName())
+    if not name.endswith(_GCS_FILE_IOS):
+        raise UnreachableStorage(f"the table's FileIO on GCS is {io.getClass().getSimpleName()}: the Arrow rewriter "
+                                 "maps Iceberg's GCSFileIO settings only (not Hadoop's GCS connector)")
+    properties, credentials = _file_io_settings(io)
+    return gcs_options_from_file_io(properties, location, credentials)
+
+
+def _s3_options(jtable, location: str) -> dict[str, Any]:
+    io = jtable.io()
+    properties, credentials = _file_io_settings(io)
     if str(io.getClass().getName()).endswith(".S3FileIO") or any(k.startswith("s3.") for k in properties):
-        credentials = []
-        try:
-            for credential in io.credentials():
-                credentials.append((str(credential.prefix()), iceberg.string_map(credential.config())))
-        except Exception:  # noqa: BLE001 - a FileIO that vends none
-            pass
         return s3_options_from_file_io(properties, location, credentials)
     conf = _hadoop_conf(io)
     if conf is None:
