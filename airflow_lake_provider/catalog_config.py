@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from typing import Any, TypeGuard
 from urllib.parse import quote, urlsplit
 
-from airflow_lake_provider.core.object_storage import GCS_FILE_IO, store_of
+from airflow_lake_provider.core.object_storage import ADLS_FILE_IO, GCS_FILE_IO, store_of
 from airflow_lake_provider.exceptions import LakeConfigError
 from airflow_lake_provider.jars import ICEBERG_AWS_BUNDLE
 
@@ -21,7 +21,7 @@ CATALOG_KINDS = ("sql", "rest", "hive")
 SPARK_EXTENSIONS = "org.apache.iceberg.spark.extensions.IcebergSparkSessionExtensions"
 _CATALOG_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,63}$")
 # Keys whose values are never put on a command line or in a log.
-_SECRET_KEY = re.compile(r"(password|secret|token|credential|private|access[-_.]?key)", re.IGNORECASE)
+_SECRET_KEY = re.compile(r"(password|secret|token|credential|private|(access|account)[-_.]?key)", re.IGNORECASE)
 
 
 HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
@@ -260,6 +260,14 @@ class CatalogConfig:
         return (bool(self.warehouse) and store_of(str(self.warehouse)) == "gcs") or any(
             str(value).startswith("org.apache.iceberg.gcp.") for value in props.values())
 
+    @property
+    def spark_uses_adls(self) -> bool:
+        """Whether the Spark face reads ADLS through Iceberg's ``ADLSFileIO`` (and so needs iceberg-azure-bundle):
+        an ``abfs[s]://`` warehouse, or one of Iceberg's Azure classes named in the properties."""
+        props = self._merged_spark_properties()
+        return (bool(self.warehouse) and store_of(str(self.warehouse)) == "adls") or any(
+            str(value).startswith("org.apache.iceberg.azure.") for value in props.values())
+
     def _s3a_conf(self) -> dict[str, str]:
         """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
         props = self._merged_spark_properties()
@@ -352,6 +360,9 @@ class CatalogConfig:
             # The catalogs' default (HadoopFileIO) would need Hadoop's GCS connector; GCSFileIO reads the
             # gcs.* properties PyIceberg reads.
             catalog["io-impl"] = GCS_FILE_IO
+        elif self.warehouse and store_of(str(self.warehouse)) == "adls":
+            # The same for Azure: HadoopFileIO would need Hadoop's ABFS connector; ADLSFileIO reads adls.*.
+            catalog["io-impl"] = ADLS_FILE_IO
         catalog.update(self._merged_spark_properties())
         if catalog.get("io-impl") == S3_FILE_IO:
             catalog.update({k: v for k, v in self._s3_file_io_defaults(catalog).items() if k not in catalog})

@@ -4,8 +4,8 @@ Which coordinates: they follow the Spark line the job is submitted with (the ins
 ``pyspark``, or the connection's ``spark_version``): Iceberg's Spark runtime for that line and
 its Scala version, the JDBC driver of a SQL catalog, ``hadoop-aws`` with the AWS SDK its Hadoop
 was built against when Spark reads S3 through S3A, ``iceberg-aws-bundle`` when it uses
-Iceberg's own ``S3FileIO`` (or signs REST requests with SigV4), and ``iceberg-gcp-bundle`` when
-it uses ``GCSFileIO``.
+Iceberg's own ``S3FileIO`` (or signs REST requests with SigV4), ``iceberg-gcp-bundle`` when
+it uses ``GCSFileIO`` and ``iceberg-azure-bundle`` when it uses ``ADLSFileIO``.
 
 Where from, per coordinate, first match wins:
 1. the user names it: a jar path (connection or operator ``spark_jars``) or a coordinate
@@ -36,6 +36,9 @@ ICEBERG_AWS_BUNDLE = f"org.apache.iceberg:iceberg-aws-bundle:{ICEBERG_VERSION}"
 # Google's SDK for GCSFileIO (whose classes are in the Spark runtime). Maven Central serves no 1.12.0 of
 # it (checked 2026-11-29); 1.11.0's SDK carries the 1.12 runtime's GCSFileIO (tests/test_rewrite_oracle.py).
 ICEBERG_GCP_BUNDLE = "org.apache.iceberg:iceberg-gcp-bundle:1.11.0"
+# Azure's SDK for ADLSFileIO (whose classes are in the Spark runtime). Maven Central serves at most 1.10.0 of
+# it (checked 2026-11-29); its SDK carries the 1.12 runtime's ADLSFileIO (tests/test_rewrite_oracle.py).
+ICEBERG_AZURE_BUNDLE = "org.apache.iceberg:iceberg-azure-bundle:1.10.0"
 
 
 @dataclass(frozen=True)
@@ -174,6 +177,7 @@ def resolve_classpath(
     s3a: bool = False,
     aws_bundle: bool = False,
     gcp_bundle: bool = False,
+    azure_bundle: bool = False,
     iceberg_runtime_provided: bool = False,
     spark_version: str | None = None,
 ) -> SparkClasspath:
@@ -199,13 +203,15 @@ def resolve_classpath(
         classpath.add(ICEBERG_AWS_BUNDLE)
     if gcp_bundle:
         classpath.add(ICEBERG_GCP_BUNDLE)
+    if azure_bundle:
+        classpath.add(ICEBERG_AZURE_BUNDLE)
     return classpath
 
 
 def coordinates(spark_version: str | None = None) -> list[str]:
     """Every coordinate a job of the ``spark_version`` line may need: what ``fetch`` caches."""
     line = spark_line(spark_version)
-    return [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE, ICEBERG_GCP_BUNDLE]
+    return [line.iceberg_runtime, *line.s3a, ICEBERG_AWS_BUNDLE, ICEBERG_GCP_BUNDLE, ICEBERG_AZURE_BUNDLE]
 
 
 def fetch(spark_version: str | None = None, *, directory: Path | None = None) -> list[Path]:

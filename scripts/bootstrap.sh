@@ -16,7 +16,7 @@ if [ ! -f "$CONSTRAINTS" ]; then
   echo "bootstrap: LAKE_SPARK=$LAKE_SPARK is not a track; use 4.1 (the default) or 3.5" >&2
   exit 1
 fi
-DEBIAN_PACKAGES=(openjdk-17-jre-headless maven libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql chromium chromium-driver)
+DEBIAN_PACKAGES=(openjdk-17-jre-headless maven libxerial-sqlite-jdbc-java libpostgresql-jdbc-java postgresql chromium chromium-driver nodejs npm)
 
 missing_debian=()
 command -v java >/dev/null 2>&1 && java -version 2>&1 | grep -q '"17\.' || missing_debian+=(openjdk-17-jre-headless)
@@ -28,6 +28,9 @@ ls /usr/lib/postgresql/*/bin/initdb >/dev/null 2>&1 || missing_debian+=(postgres
 # The browser test drives Debian's chromium through playwright (no browser download).
 [ -x /usr/bin/chromium ] || missing_debian+=(chromium)
 [ -x /usr/bin/chromedriver ] || missing_debian+=(chromium-driver)
+# Node.js and npm install and run Azurite, the Azure storage emulator of the tests on ADLS (below).
+command -v node >/dev/null 2>&1 || missing_debian+=(nodejs)
+command -v npm >/dev/null 2>&1 || missing_debian+=(npm)
 if [ ${#missing_debian[@]} -gt 0 ]; then
   if [ "$(id -u)" = 0 ] && command -v apt-get >/dev/null; then
     echo "bootstrap: installing Debian packages: ${missing_debian[*]}"
@@ -66,6 +69,16 @@ if [ ! -x "$uv_home/bin/uv" ]; then
 fi
 UV="$uv_home/bin/uv"
 
+# Azurite (npm), the Azure Data Lake Storage emulator of the rewrite oracle on ADLS (tests/azurite_server.py),
+# installed once at the version pinned here into the same tools cache.
+AZURITE_VERSION=3.37.0
+azurite_home=${LAKE_TOOLS:-$HOME/.cache/airflow-lake-provider/tools}/azurite-$AZURITE_VERSION
+if [ ! -x "$azurite_home/node_modules/.bin/azurite-blob" ]; then
+  echo "bootstrap: installing Azurite $AZURITE_VERSION into $azurite_home"
+  rm -rf "$azurite_home" && mkdir -p "$azurite_home"
+  npm install --prefix "$azurite_home" --no-audit --no-fund --loglevel=error "azurite@$AZURITE_VERSION" >/dev/null
+fi
+
 # Reinstall only when the dependency files changed since the last install.
 stamp_value=$(cat pyproject.toml "$CONSTRAINTS" | sha256sum | cut -c1-16)
 stamp_file="$VENV/.lake-installed"
@@ -95,7 +108,7 @@ fi
 rm -rf airflow_lake_provider.egg-info
 
 # The Spark jobs' jars by Maven coordinates (Iceberg's Spark runtime of this track, hadoop-aws and
-# its AWS SDK, iceberg-aws-bundle, iceberg-gcp-bundle), fetched once with the machine's Maven into the jar cache
+# its AWS SDK, iceberg-aws-bundle, iceberg-gcp-bundle, iceberg-azure-bundle), fetched once with the machine's Maven into the jar cache
 # ($LAKE_JAR_CACHE, default ~/.cache/airflow-lake-provider/jars); a jar already there is kept.
 "$VENV/bin/python" -m airflow_lake_provider.jars fetch >/dev/null
 

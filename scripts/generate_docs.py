@@ -114,7 +114,8 @@ def pins_block() -> str:
     pins = [_constraints(path) for _, _, path in TRACKS]
     rows = [f"| {name} | " + " | ".join(p.get(name, "—") for p in pins) + " |" for name in PINNED_PACKAGES]
     labelled = [("Iceberg Spark runtime", 0), ("hadoop-aws (S3A)", 1), ("AWS SDK bundle (S3A)", 2),
-                ("iceberg-aws-bundle (S3FileIO, SigV4)", 3), ("iceberg-gcp-bundle (GCSFileIO)", 4)]
+                ("iceberg-aws-bundle (S3FileIO, SigV4)", 3), ("iceberg-gcp-bundle (GCSFileIO)", 4),
+                ("iceberg-azure-bundle (ADLSFileIO)", 5)]
     coordinates = [jars.coordinates(line) for _, line, _ in TRACKS]
     rows += [f"| {label} | " + " | ".join(f"`{c[i]}`" if i < len(c) else "—" for c in coordinates) + " |"
              for label, i in labelled]

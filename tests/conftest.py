@@ -25,6 +25,7 @@ from postgres_server import CATALOG_PASSWORD, CATALOG_USER, postgres_server  # n
 # and Hadoop caches S3A file systems by bucket, so a second server behind the same bucket name is never reached.
 from seaweedfs_server import seaweedfs_server  # noqa: F401 - a session fixture
 from fake_gcs_server import fake_gcs_server  # noqa: F401 - a session fixture
+from azurite_server import azurite_server  # noqa: F401 - a session fixture
 
 REPO = Path(__file__).resolve().parent.parent
 _ROOT = Path(tempfile.mkdtemp(prefix="lake-tests-"))
@@ -103,13 +104,20 @@ def spark(lake_hook):
     from airflow_lake_provider.jobs.session import local_session
 
     lake_hook.catalog  # PyIceberg creates the catalog tables Spark expects (init-catalog-tables=false)
-    from airflow_lake_provider.jars import ICEBERG_GCP_BUNDLE, cached_jars, resolve_classpath, spark_line
+    from airflow_lake_provider.jars import (
+        ICEBERG_AZURE_BUNDLE,
+        ICEBERG_GCP_BUNDLE,
+        cached_jars,
+        resolve_classpath,
+        spark_line,
+    )
 
-    # The PostgreSQL driver, the S3A pair and Iceberg's GCP bundle too, so tests can register a PostgreSQL
-    # catalog or a catalog on S3 or GCS in this session (bootstrap caches them; a missing one fails here).
+    # The PostgreSQL driver, the S3A pair and Iceberg's GCP and Azure bundles too, so tests can register a
+    # PostgreSQL catalog or a catalog on S3, GCS or ADLS in this session (bootstrap caches them; a missing one
+    # fails here).
     classpath = lake_hook.spark_classpath()
     jars = list(dict.fromkeys([*classpath.jars, *resolve_classpath("postgresql").jars, *cached_jars(spark_line().s3a),
-                               *cached_jars([ICEBERG_GCP_BUNDLE])]))
+                               *cached_jars([ICEBERG_GCP_BUNDLE, ICEBERG_AZURE_BUNDLE])]))
     session = local_session(
         lake_hook.spark_catalog_conf(),
         jars=jars,

@@ -10,6 +10,7 @@ import pytest
 
 from airflow_lake_provider.core.object_storage import (
     UnmappedStorage,
+    adls_options_from_file_io,
     gcs_options_from_file_io,
     object_path,
     s3_options_from_file_io,
@@ -46,6 +47,8 @@ def test_a_v2_or_v3_table_on_local_storage_or_s3_is_eligible():
     assert arrow_ineligibility(**{**ELIGIBLE, "location": "s3a://bucket/db/t",
                                   "properties": {"write.data.path": "s3://other/data"}}) is None
     assert arrow_ineligibility(**{**ELIGIBLE, "location": "gs://bucket/db/t"}) is None
+    assert arrow_ineligibility(**{**ELIGIBLE, "location": "abfss://c@a.dfs.core.windows.net/db/t",
+                                  "properties": {"write.data.path": "abfs://d@a.dfs.core.windows.net/x"}}) is None
 
 
 def test_s3_options_are_the_ones_the_tables_fileio_uses():
@@ -104,6 +107,57 @@ def test_gcs_settings_pyarrow_cannot_use_as_gcsfileio_does_are_refused_with_the_
         gcs_options_from_file_io(properties, "gs://b/k")
 
 
+ADLS_HOST = "lake.dfs.core.windows.net"
+ADLS_AT = f"abfss://warehouse@{ADLS_HOST}/db/t/data/f.parquet"
+
+
+def test_adls_options_are_the_ones_adlsfileio_uses():
+    """pyarrow reaches ADLS with ADLSFileIO's properties, keyed by the account host as ADLSFileIO keys them:
+    its endpoint (an emulator's path-style URL, another cloud's hosts), a SAS token (a vended one for the
+    location winning, before the shared key as in ADLSFileIO), else the shared key."""
+    emulator = {f"adls.connection-string.{ADLS_HOST}": "http://127.0.0.1:10000/lake",
+                "adls.auth.shared-key.account.name": "lake", "adls.auth.shared-key.account.key": "S2V5"}
+    local = {"blob_storage_authority": "127.0.0.1:10000", "dfs_storage_authority": "127.0.0.1:10000",
+             "blob_storage_scheme": "http", "dfs_storage_scheme": "http"}
+    assert adls_options_from_file_io(emulator, ADLS_AT) == {"account_name": "lake", **local, "account_key": "S2V5"}
+    vended = [(f"abfss://warehouse@{ADLS_HOST}/", {f"adls.sas-token.{ADLS_HOST}": "sv=1&sig=A"}),
+              (f"abfss://warehouse@{ADLS_HOST}/db/t", {f"adls.sas-token.{ADLS_HOST}": "?sv=1&sig=B"}),
+              ("abfss://other@elsewhere.dfs.core.windows.net/", {f"adls.sas-token.{ADLS_HOST}": "sv=1&sig=C"})]
+    assert adls_options_from_file_io(emulator, ADLS_AT, vended) == {"account_name": "lake", **local,
+                                                                    "sas_token": "sv=1&sig=B"}
+    assert adls_options_from_file_io({f"adls.sas-token.{ADLS_HOST}": "sv=1&sig=A"}, ADLS_AT) == {
+        "account_name": "lake", "sas_token": "sv=1&sig=A"}  # Azure's public hosts: pyarrow's defaults
+    china = "lake.dfs.core.chinacloudapi.cn"
+    assert adls_options_from_file_io({f"adls.sas-token.{china}": "s"}, f"abfs://c@{china}/k") == {
+        "account_name": "lake", "blob_storage_authority": ".blob.core.chinacloudapi.cn",
+        "dfs_storage_authority": ".dfs.core.chinacloudapi.cn", "sas_token": "s"}
+    assert object_path(ADLS_AT) == "warehouse/db/t/data/f.parquet"
+    assert object_path("abfs://c@lake.dfs.core.windows.net/k") == "c/k"
+    assert [store_of(p) for p in (ADLS_AT, "abfs://c@a.dfs.core.windows.net/k", "wasbs://c@a.blob.core.windows.net/k")
+            ] == ["adls", "adls", None]
+
+
+@pytest.mark.parametrize(("properties", "location", "reason"), [
+    ({}, ADLS_AT, "no SAS token or shared key"),
+    ({"adls.token": "T"}, ADLS_AT, "bearer token"),
+    ({"adls.token-credential-provider": "com.example.Provider"}, ADLS_AT, "custom token credential provider"),
+    ({f"adls.sas-token.{ADLS_HOST}": "s", "adls.refresh-credentials-endpoint": "v1/credentials"}, ADLS_AT,
+     "refreshes its credentials"),
+    ({"adls.auth.shared-key.account.name": "lake"}, ADLS_AT, "half a shared key"),
+    ({"adls.auth.shared-key.account.name": "other", "adls.auth.shared-key.account.key": "K"}, ADLS_AT,
+     "shared key of account other"),
+    ({f"adls.sas-token.{ADLS_HOST}": "s", f"adls.connection-string.{ADLS_HOST}": "http://127.0.0.1:1/other"},
+     ADLS_AT, "names neither the account"),
+    ({f"adls.sas-token.{ADLS_HOST}": "s", f"adls.connection-string.{ADLS_HOST}": f"https://{ADLS_HOST}?sv=1"},
+     ADLS_AT, "carries a query"),
+    ({f"adls.sas-token.{ADLS_HOST}": "s"}, f"abfss://{ADLS_HOST}/db/t", "names no container"),
+])
+def test_adls_settings_pyarrow_cannot_use_as_adlsfileio_does_are_refused_with_the_reason(properties, location,
+                                                                                          reason):
+    with pytest.raises(UnmappedStorage, match=reason):
+        adls_options_from_file_io(properties, location)
+
+
 @pytest.mark.parametrize(("change", "reason"), [
     ({"strategy": "sort"}, "strategy 'sort' sorts rows"),
     ({"format_version": 4}, "format v4 is newer than the format v3 Arrow rewrites"),
@@ -120,7 +174,9 @@ def test_gcs_settings_pyarrow_cannot_use_as_gcsfileio_does_are_refused_with_the_
     ({"properties": {"write.format.default": "orc"}}, "writes orc files"),
     ({"properties": {"write.parquet.compression-codec": "lz4"}}, "codec 'lz4'"),
     ({"properties": {"write.parquet.bloom-filter-enabled.column.id": "true"}}, "bloom filters"),
-    ({"location": "abfss://c@account.dfs.core.windows.net/db/t"}, "not all on one of the stores"),
+    ({"location": "wasbs://c@account.blob.core.windows.net/db/t"}, "not all on one of the stores"),
+    ({"location": "abfss://c@a.dfs.core.windows.net/db/t",
+      "properties": {"write.data.path": "abfss://c@b.dfs.core.windows.net/data"}}, "more than one ADLS account"),
     ({"properties": {"write.data.path": "s3://bucket/data"}}, "not all on one of the stores"),
     ({"location": "gs://bucket/db/t", "properties": {"write.data.path": "s3://bucket/data"}},
      "not all on one of the stores"),

@@ -324,3 +324,24 @@ def test_s3fileio_gets_its_region_and_path_style_from_the_s3_properties():
     pyiceberg = CatalogConfig(name="c", kind="rest", uri="http://x", properties=s3,
                               spark_properties=file_io).pyiceberg_catalog_properties()
     assert "client.region" not in pyiceberg and "s3.path-style-access" not in pyiceberg
+
+
+# -- ADLS ----------------------------------------------------------------------------------
+_ADLS = {"adls.connection-string.lake.dfs.core.windows.net": "http://127.0.0.1:10000/lake",
+         "adls.auth.shared-key.account.name": "lake", "adls.auth.shared-key.account.key": "a2V5LXNlY3JldA==",
+         "adls.account-name": "lake", "adls.account-key": "a2V5LXNlY3JldA=="}
+
+
+@pytest.mark.parametrize("kind,uri", [("sql", "sqlite:////x/c.db"), ("hive", "thrift://ms:9083")])
+def test_an_adls_warehouse_gives_spark_adlsfileio_and_the_azure_bundle(kind, uri):
+    config = CatalogConfig(name="c", kind=kind, uri=uri, warehouse="abfss://wh@lake.dfs.core.windows.net/x",
+                           properties=_ADLS)
+    spark = config.spark_catalog_conf()
+    assert spark["spark.sql.catalog.c.io-impl"] == "org.apache.iceberg.azure.adlsv2.ADLSFileIO"
+    assert spark["spark.sql.catalog.c.warehouse"] == "abfss://wh@lake.dfs.core.windows.net/x"
+    assert config.spark_uses_adls and not config.spark_uses_gcs and not config.spark_uses_s3a
+    # Both shared keys (Iceberg Java's and PyIceberg's names) are secrets: out of argv and logs.
+    assert is_secret_key("adls.auth.shared-key.account.key") and is_secret_key("adls.account-key")
+    assert "a2V5LXNlY3JldA==" in config.secret_values()
+    local = CatalogConfig(name="c", kind="sql", uri="sqlite:////x/c.db", warehouse="file:///wh")
+    assert not local.spark_uses_adls

@@ -132,7 +132,7 @@ class Where:
     """The catalog the oracle's tables are in (its name in the shared Spark session) and how their files open."""
 
     catalog: str = "lake"
-    filesystem: Any = None  # a pyarrow file system for tables on S3 or GCS; None: local paths
+    filesystem: Any = None  # a pyarrow file system for tables on S3, GCS or ADLS; None: local paths
     store: str = "local"
 
     def parquet(self, location: str):
@@ -307,7 +307,7 @@ def _v3_with_deletion_vectors() -> Recipe:
 
 REGRESSIONS = [_issue_table(), _partition_only_in_metadata(), _deletes_of_every_kind(), _v3_with_deletion_vectors()]
 #: What the oracle checked in this run, for the figures block of docs/safety.md.
-CHECKED = {"tables": 0, "with_deletes": 0, "v3": 0, "deletion_vectors": 0, "on_s3": 0, "on_gcs": 0,
+CHECKED = {"tables": 0, "with_deletes": 0, "v3": 0, "deletion_vectors": 0, "on_s3": 0, "on_gcs": 0, "on_adls": 0,
            "on_executors": 0, "files": 0, "filters": 0}
 #: Filters Iceberg's own compaction answered wrongly (reported, not failed: the oracle's judge errs there),
 #: with the truth and Iceberg's answer.
@@ -790,6 +790,7 @@ def run_oracle(spark, lake_hook, namespace: str, recipe: Recipe, where: Where = 
     CHECKED["deletion_vectors"] += deletion_vectors
     CHECKED["on_s3"] += where.store == "s3"
     CHECKED["on_gcs"] += where.store == "gcs"
+    CHECKED["on_adls"] += where.store == "adls"
     CHECKED["on_executors"] += rewritten_by == "executors"
     CHECKED["files"] += len(new_files)
     CHECKED["filters"] += len(filters) + len(checks)
@@ -895,7 +896,8 @@ def _report_icebergs_wrong_answers():
             f"Rewrite oracle (Spark {track}): {CHECKED['tables']} tables ({len(REGRESSIONS)} regression cases, the "
             f"rest generated; {CHECKED['with_deletes']} with delete files, {CHECKED['v3']} format v3 with "
             f"{CHECKED['deletion_vectors']} deletion vectors and row lineage compared, "
-            f"{CHECKED['on_s3']} on S3, {CHECKED['on_gcs']} on GCS, {CHECKED['on_executors']} written on Spark's executors) compacted by the default path and by "
+            f"{CHECKED['on_s3']} on S3, {CHECKED['on_gcs']} on GCS, {CHECKED['on_adls']} on ADLS, "
+            f"{CHECKED['on_executors']} written on Spark's executors) compacted by the default path and by "
             "Iceberg's `rewrite_data_files`; "
             f"{CHECKED['files']} new files' metrics held to their values, {CHECKED['filters']} filtered queries "
             f"answered as the truth; filters Iceberg's own copy answered wrongly: {len(ICEBERG_WRONG)} "
@@ -1017,4 +1019,39 @@ def test_on_gcs_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, 
     """The same oracle on GCS: the Arrow rewriter reads and writes through pyarrow's GCS file system, set
     up from the table's own GCSFileIO properties (``core/object_storage.py``), deletion vectors by byte ranges."""
     hook, where = gcs_lake_for_the_oracle
+    run_oracle(spark, hook, "oracle", recipe, where)
+
+
+# ---- on ADLS -------------------------------------------------------------------------------------
+ADLS_CATALOG = "adlsoracle"
+
+
+@pytest.fixture(scope="module")
+def adls_lake_for_the_oracle(azurite_server, spark, tmp_path_factory):
+    """A SQL catalog (SQLite) whose warehouse is on Azurite (``abfs://warehouse@devstoreaccount1.dfs...``), in
+    the shared Spark session as ``adlsoracle`` (Iceberg's ADLSFileIO with the connection's adls.* properties:
+    the endpoint for the account host and the shared key); its files read through pyarrow."""
+    from test_topology_s3 import _register
+
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    database = tmp_path_factory.mktemp("adlsoracle") / "catalog.db"
+    conn = azurite_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
+                                         catalog_name=ADLS_CATALOG)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv("AIRFLOW_CONN_LAKE_ADLSORACLE", json.dumps(conn))
+        hook = IcebergLakeHook(lake_conn_id="lake_adlsoracle")
+        hook.catalog.create_namespace("oracle")
+        _register(spark, hook)
+    return hook, Where(ADLS_CATALOG, azurite_server.filesystem(), "adls")
+
+
+@settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))
+@example(recipe=_written_by_pyiceberg(_v3_with_deletion_vectors()))
+@example(recipe=_written_by_pyiceberg(_deletes_of_every_kind()))
+@given(recipe=recipes().map(_written_by_pyiceberg))
+def test_on_adls_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, adls_lake_for_the_oracle, recipe):
+    """The same oracle on ADLS: the Arrow rewriter reads and writes through pyarrow's Azure file system, set
+    up from the table's own ADLSFileIO properties (``core/object_storage.py``), deletion vectors by byte ranges."""
+    hook, where = adls_lake_for_the_oracle
     run_oracle(spark, hook, "oracle", recipe, where)

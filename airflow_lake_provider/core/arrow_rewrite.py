@@ -18,7 +18,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from typing import Any
 
 from airflow_lake_provider.core.file_metrics import FLOATING_TYPES
-from airflow_lake_provider.core.object_storage import store_of
+from airflow_lake_provider.core.object_storage import adls_location, store_of
 
 #: ``rewriter``: ``auto`` takes Arrow where :func:`arrow_ineligibility` allows it, else Iceberg's
 #: Spark action; ``iceberg`` always Iceberg's Spark action; ``arrow`` refuses a table Arrow cannot rewrite.
@@ -92,7 +92,9 @@ def arrow_ineligibility(*, strategy: str, schema: Mapping[str, Any], properties:
     stores = {store_of(place) for place in data_locations}
     if None in stores or len(stores) > 1:
         return ("the table's data is not all on one of the stores the Arrow rewriter reaches (a local file system, "
-                "S3, GCS; other stores use Iceberg's writer)")
+                "S3, GCS, ADLS; other stores use Iceberg's writer)")
+    if stores == {"adls"} and len({adls_location(place)[1] for place in data_locations}) > 1:
+        return "the table's data is on more than one ADLS account (the Arrow rewriter reaches one per table)"
     known = ARROW_REWRITER_OPTIONS | set(planner_options if planner_options is not None else options)
     unknown = sorted(set(options) - known)
     if unknown:

@@ -1,4 +1,4 @@
-"""A table's object storage (S3, GCS) as pyarrow reaches it, from the settings the table's own FileIO reads.
+"""A table's object storage (S3, GCS, ADLS) as pyarrow reaches it, from the settings the table's own FileIO reads.
 
 The Arrow rewriter reads and writes a table's files with pyarrow. On S3 it takes the endpoint,
 addressing style, region and credentials from where Iceberg's FileIO takes them, so there is no
@@ -13,8 +13,15 @@ catalog vends). What pyarrow cannot take as GCSFileIO takes it (a token without 
 supplied encryption keys, a user project, impersonation) raises :class:`UnmappedStorage`, and so does
 Hadoop's GCS connector (``fs.gs.*``, not proven here): the rewrite then stays with Iceberg's action.
 
-Pure: the options are plain values for ``pyarrow.fs.S3FileSystem`` / ``GcsFileSystem``; nothing here
-imports pyarrow.
+On Azure Data Lake Storage (``abfs[s]://container@account-host/path``) the same from the ``adls.*``
+properties of Iceberg's ``ADLSFileIO``: the endpoint (``adls.connection-string.<host>``), a SAS token
+(``adls.sas-token.<host>``, also vended by a REST catalog) or the shared key. Azure's default credential
+chain (Java's and pyarrow's C++ one differ in order and members), a bearer token, a custom token provider
+and credentials refreshed from an endpoint raise :class:`UnmappedStorage`; so do ``wasb[s]://`` locations
+(ADLSFileIO reads them since 1.12, but nothing here proves pyarrow reaches them the same way).
+
+Pure: the options are plain values for ``pyarrow.fs.S3FileSystem`` / ``GcsFileSystem`` /
+``AzureFileSystem``; nothing here imports pyarrow.
 """
 
 from __future__ import annotations
@@ -25,8 +32,9 @@ from typing import Any
 from urllib.parse import urlsplit
 
 GCS_FILE_IO = "org.apache.iceberg.gcp.gcs.GCSFileIO"
-#: Stores by URI scheme, as Iceberg's ResolvingFileIO tells them apart.
-_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs"}
+ADLS_FILE_IO = "org.apache.iceberg.azure.adlsv2.ADLSFileIO"
+#: Stores by URI scheme, as Iceberg's ResolvingFileIO tells them apart (not ``wasb[s]``: see the module's doc).
+_STORES = {"s3": "s3", "s3a": "s3", "s3n": "s3", "gs": "gcs", "abfs": "adls", "abfss": "adls"}
 
 
 class UnmappedStorage(Exception):
@@ -38,7 +46,7 @@ def is_local(location: str) -> bool:
 
 
 def store_of(location: str) -> str | None:
-    """``local``, ``s3`` or ``gcs``: the store a location is on, as the Arrow rewriter reaches it
+    """``local``, ``s3``, ``gcs`` or ``adls``: the store a location is on, as the Arrow rewriter reaches it
     (``None``: one it does not reach)."""
     if is_local(location):
         return "local"
@@ -52,8 +60,19 @@ def s3_path(location: str) -> str:
     return f"{parts.netloc}{parts.path}"
 
 
+def adls_location(location: str) -> tuple[str | None, str, str]:
+    """``(container, account host, path)`` of ``abfs[s]://container@host/path``, as ADLSFileIO reads it."""
+    parts = urlsplit(location)
+    container, _, host = parts.netloc.rpartition("@")
+    return container or None, host, parts.path.lstrip("/")
+
+
 def object_path(location: str) -> str:
-    """The path pyarrow's file system of the location's store names it by (``bucket/key``)."""
+    """The path pyarrow's file system of the location's store names it by: ``bucket/key``, on ADLS
+    ``container/path`` (the account is the file system's, not the path's)."""
+    if store_of(location) == "adls":
+        container, _, path = adls_location(location)
+        return f"{container}/{path}"
     return s3_path(location)
 
 
@@ -162,3 +181,78 @@ def gcs_options_from_file_io(properties: Mapping[str, str], location: str,
 #: unreachable endpoint, a host name that does not resolve) for 15 minutes by default; Google's Java client
 #: behind GCSFileIO gives up after 50 s, and so does the Arrow rewriter.
 FIXED_GCS_OPTIONS: dict[str, Any] = {"retry_time_limit": dt.timedelta(seconds=50)}
+
+
+#: The service hosts of an Azure account (``<account>.dfs.core.windows.net``), as pyarrow's defaults name them.
+_AZURE_DFS, _AZURE_BLOB = ".dfs.core.windows.net", ".blob.core.windows.net"
+
+
+def _adls_endpoint(endpoint: str, account: str) -> dict[str, Any]:
+    """``AzureFileSystem``'s authorities and schemes for the endpoint ADLSFileIO connects to: path-style
+    (``http://127.0.0.1:10000/<account>``, an emulator) or the account's own host (a ``.dfs.`` or ``.blob.``
+    service host: the other service is the same suffix, as Azure's SDK derives it)."""
+    parts = urlsplit(endpoint if "://" in endpoint else f"https://{endpoint}")
+    scheme = (parts.scheme or "https").lower()
+    if parts.query or parts.fragment:
+        raise UnmappedStorage("the table's ADLSFileIO endpoint carries a query (a SAS token in the connection "
+                              "string), which the Arrow rewriter does not map")
+    path = parts.path.strip("/")
+    if path == account:
+        authority = {"blob_storage_authority": parts.netloc, "dfs_storage_authority": parts.netloc}
+    elif not path and parts.netloc.startswith(f"{account}.") and ":" not in parts.netloc:
+        suffix = parts.netloc[len(account):]
+        service, _, rest = suffix[1:].partition(".")
+        if service not in ("dfs", "blob") or not rest:
+            raise UnmappedStorage(f"the table's ADLS host {parts.netloc} is not an account's dfs or blob service")
+        blob, dfs = f".blob.{rest}", f".dfs.{rest}"
+        authority = {**({"blob_storage_authority": blob} if blob != _AZURE_BLOB else {}),
+                     **({"dfs_storage_authority": dfs} if dfs != _AZURE_DFS else {})}
+    else:
+        raise UnmappedStorage(f"the table's ADLSFileIO endpoint {parts.scheme}://{parts.netloc}/{path} names "
+                              f"neither the account {account} by its path nor its host")
+    schemes = {"blob_storage_scheme": scheme, "dfs_storage_scheme": scheme} if scheme != "https" else {}
+    return {**authority, **schemes}
+
+
+#: ADLSFileIO properties whose credentials pyarrow's Azure file system cannot take as ADLSFileIO does.
+_ADLS_UNMAPPED = {
+    "adls.token": "a bearer token (adls.token)",
+    "adls.token-credential-provider": "a custom token credential provider",
+}
+
+
+def adls_options_from_file_io(properties: Mapping[str, str], location: str,
+                              storage_credentials: Iterable[tuple[str, Mapping[str, str]]] = ()) -> dict[str, Any]:
+    """``AzureFileSystem`` options (``account_name`` among them) from ``ADLSFileIO``'s properties and its
+    vended storage credentials (the longest prefix of ``location`` wins), or :class:`UnmappedStorage`.
+
+    As ADLSFileIO (Iceberg 1.12) picks them, per account host: a SAS token (``adls.sas-token.<host>``), else
+    the shared key (``adls.auth.shared-key.account.name``/``.key``); the endpoint is
+    ``adls.connection-string.<host>`` (a URL), else ``https://<host>``."""
+    container, host, _ = adls_location(location)
+    if not container:
+        raise UnmappedStorage(f"the ADLS location {location} names no container (abfs[s]://container@host/path)")
+    account = host.split(".", 1)[0]
+    merged = _vended(properties, location, storage_credentials)
+    refresh = str(merged.get("adls.refresh-credentials-enabled", "true")).lower() != "false"
+    if refresh and merged.get("adls.refresh-credentials-endpoint"):
+        raise UnmappedStorage("the table's ADLSFileIO refreshes its credentials from an endpoint, which pyarrow's "
+                              "Azure file system cannot do")
+    options: dict[str, Any] = {"account_name": account,
+                               **_adls_endpoint(merged.get(f"adls.connection-string.{host}") or host, account)}
+    name, key = merged.get("adls.auth.shared-key.account.name"), merged.get("adls.auth.shared-key.account.key")
+    sas_token = merged.get(f"adls.sas-token.{host}")
+    if sas_token:
+        return {**options, "sas_token": sas_token.lstrip("?")}
+    if name or key:
+        if not (name and key):
+            raise UnmappedStorage("the table's ADLSFileIO has half a shared key (adls.auth.shared-key.account.name "
+                                  "and .key go together)")
+        if name != account:
+            raise UnmappedStorage(f"the table's ADLSFileIO signs with the shared key of account {name} for a "
+                                  f"location in account {account}")
+        return {**options, "account_key": key}
+    unmapped = [what for key, what in _ADLS_UNMAPPED.items() if merged.get(key)]
+    raise UnmappedStorage(f"the table's ADLSFileIO uses {unmapped[0] if unmapped else 'no SAS token or shared key'}"
+                          f" for {host}: pyarrow's Azure file system cannot authenticate as ADLSFileIO does (Azure's "
+                          "default credential chain differs between Java and pyarrow's C++ SDK)")

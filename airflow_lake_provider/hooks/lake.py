@@ -296,7 +296,7 @@ class IcebergLakeHook(BaseHook):
         return resolve_classpath(self.config.jdbc_driver, extra_jars=jars,
                                  packages=list(dict.fromkeys([*self.spark_packages(), *(packages or [])])),
                                  s3a=self.config.spark_uses_s3a, aws_bundle=self.config.spark_uses_aws_bundle,
-                                 gcp_bundle=self.config.spark_uses_gcs,
+                                 gcp_bundle=self.config.spark_uses_gcs, azure_bundle=self.config.spark_uses_adls,
                                  iceberg_runtime_provided=provided, spark_version=self._extra.get("spark_version"))
 
     def spark_packages(self) -> list[str]:

@@ -1,4 +1,4 @@
-"""Where the Arrow rewriter reads and writes: a local file system, or S3 or GCS through pyarrow's file
+"""Where the Arrow rewriter reads and writes: a local file system, or S3, GCS or ADLS through pyarrow's file
 system of that store, configured from the table's own FileIO (``core/object_storage.py`` maps its settings).
 
 A :class:`Storage` is plain values (pyarrow's file systems pickle): the rewriter sends it to Spark's
@@ -16,6 +16,7 @@ from airflow_lake_provider.core.object_storage import (
     FIXED_GCS_OPTIONS,
     FIXED_S3_OPTIONS,
     UnmappedStorage,
+    adls_options_from_file_io,
     gcs_options_from_file_io,
     object_path,
     s3_options_from_file_io,
@@ -27,6 +28,8 @@ from airflow_lake_provider.jobs import iceberg
 
 #: FileIOs that read ``gs://`` with GCSFileIO's properties (ResolvingFileIO hands gs:// to GCSFileIO).
 _GCS_FILE_IOS = (".GCSFileIO", ".ResolvingFileIO")
+#: FileIOs that read ``abfs[s]://`` with ADLSFileIO's properties (ResolvingFileIO hands them to ADLSFileIO).
+_ADLS_FILE_IOS = (".ADLSFileIO", ".ResolvingFileIO")
 
 
 class UnreachableStorage(Exception):
@@ -83,12 +86,14 @@ def table_storage(jtable) -> Storage:
         return Storage()
     if store is None:
         raise UnreachableStorage(f"the table is at {location.split(':', 1)[0]}://, which the Arrow rewriter does "
-                                 "not reach (local file systems, S3 and GCS)")
+                                 "not reach (local file systems, S3, GCS and ADLS)")
     from pyarrow import fs
 
     try:
         if store == "gcs":
             return Storage(fs.GcsFileSystem(**_gcs_options(jtable, location), **FIXED_GCS_OPTIONS))
+        if store == "adls":
+            return Storage(fs.AzureFileSystem(**_adls_options(jtable, location)))
         return Storage(fs.S3FileSystem(**_s3_options(jtable, location), **FIXED_S3_OPTIONS))
     except UnmappedStorage as unmapped:
         raise UnreachableStorage(str(unmapped)) from None
@@ -117,6 +122,15 @@ def _gcs_options(jtable, location: str) -> dict[str, Any]:
                                  "maps Iceberg's GCSFileIO settings only (not Hadoop's GCS connector)")
     properties, credentials = _file_io_settings(io)
     return gcs_options_from_file_io(properties, location, credentials)
+
+
+def _adls_options(jtable, location: str) -> dict[str, Any]:
+    io = jtable.io()
+    if not str(io.getClass().getName()).endswith(_ADLS_FILE_IOS):
+        raise UnreachableStorage(f"the table's FileIO on ADLS is {io.getClass().getSimpleName()}: the Arrow rewriter "
+                                 "maps Iceberg's ADLSFileIO settings only (not Hadoop's ABFS connector)")
+    properties, credentials = _file_io_settings(io)
+    return adls_options_from_file_io(properties, location, credentials)
 
 
 def _s3_options(jtable, location: str) -> dict[str, Any]:

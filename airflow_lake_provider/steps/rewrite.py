@@ -103,8 +103,8 @@ class RewriteStep(Step[RewriteJobArgs, RewriteResult]):
     rewriter: Annotated[str, OneOf(REWRITERS)] = setting(_job("rewriter"), doc=(
         "Who reads and writes the Parquet of a bin-pack rewrite. ``auto``: Arrow, with Iceberg's planner and "
         "Iceberg's validated commit, where the result is provably the same (format v1 to v3 with their deletes "
-        "applied, v3 row lineage kept, one partition spec, no sort order, flat columns, local, S3 or GCS storage); "
-        "Iceberg's Spark action "
+        "applied, v3 row lineage kept, one partition spec, no sort order, flat columns, local, S3, GCS or ADLS "
+        "storage); Iceberg's Spark action "
         "for every other table, the reason in ``rewriter_note``. ``iceberg``: always Iceberg's Spark action. "
         "``arrow``: refuse a table Arrow cannot rewrite."))
 
