@@ -927,25 +927,31 @@ def test_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, lake_ho
 S3_CATALOG = "s3oracle"
 
 
+def _oracle_lake(server, spark, tmp_path_factory, catalog_name: str, store: str):
+    """A SQL catalog (SQLite) whose warehouse is on ``server``'s store, registered in the shared Spark session as
+    ``catalog_name``, with a namespace ``oracle``: (its hook, where its files are)."""
+    from test_topology_s3 import _register
+
+    from airflow_lake_provider.hooks.lake import IcebergLakeHook
+
+    database = tmp_path_factory.mktemp(catalog_name) / "catalog.db"
+    conn = server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}", catalog_name=catalog_name)
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setenv(f"AIRFLOW_CONN_LAKE_{catalog_name.upper()}", json.dumps(conn))
+        hook = IcebergLakeHook(lake_conn_id=f"lake_{catalog_name}")
+        hook.catalog.create_namespace("oracle")
+        _register(spark, hook)
+    return hook, Where(catalog_name, server.filesystem(), store)
+
+
 @pytest.fixture(scope="module")
 def s3_lake_for_the_oracle(seaweedfs_server, spark, tmp_path_factory):  # noqa: F811
     """A SQL catalog (SQLite) whose warehouse is on SeaweedFS's S3, in the shared Spark session as
     ``s3oracle`` (S3A, as the provider's connections configure it); its files read through pyarrow."""
-    from test_topology_s3 import _register
-
-    from airflow_lake_provider.hooks.lake import IcebergLakeHook
     from airflow_lake_provider.jars import cached_jars, spark_line
 
     cached_jars(spark_line().s3a)
-    database = tmp_path_factory.mktemp("s3oracle") / "catalog.db"
-    conn = seaweedfs_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
-                                           catalog_name=S3_CATALOG)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_CONN_LAKE_S3ORACLE", json.dumps(conn))
-        hook = IcebergLakeHook(lake_conn_id="lake_s3oracle")
-        hook.catalog.create_namespace("oracle")
-        _register(spark, hook)
-    return hook, Where(S3_CATALOG, seaweedfs_server.filesystem(), "s3")
+    return _oracle_lake(seaweedfs_server, spark, tmp_path_factory, S3_CATALOG, "s3")
 
 
 def _written_by_pyiceberg(recipe: Recipe) -> Recipe:
@@ -996,19 +1002,7 @@ def gcs_lake_for_the_oracle(fake_gcs_server, spark, tmp_path_factory):
     """A SQL catalog (SQLite) whose warehouse is on fake-gcs-server, in the shared Spark session as
     ``gcsoracle`` (Iceberg's GCSFileIO with the connection's gcs.* properties: endpoint, project, an OAuth2
     token with its expiry); its files read through pyarrow."""
-    from test_topology_s3 import _register
-
-    from airflow_lake_provider.hooks.lake import IcebergLakeHook
-
-    database = tmp_path_factory.mktemp("gcsoracle") / "catalog.db"
-    conn = fake_gcs_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
-                                          catalog_name=GCS_CATALOG)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_CONN_LAKE_GCSORACLE", json.dumps(conn))
-        hook = IcebergLakeHook(lake_conn_id="lake_gcsoracle")
-        hook.catalog.create_namespace("oracle")
-        _register(spark, hook)
-    return hook, Where(GCS_CATALOG, fake_gcs_server.filesystem(), "gcs")
+    return _oracle_lake(fake_gcs_server, spark, tmp_path_factory, GCS_CATALOG, "gcs")
 
 
 @settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))
@@ -1031,19 +1025,7 @@ def adls_lake_for_the_oracle(azurite_server, spark, tmp_path_factory):
     """A SQL catalog (SQLite) whose warehouse is on Azurite (``abfs://warehouse@devstoreaccount1.dfs...``), in
     the shared Spark session as ``adlsoracle`` (Iceberg's ADLSFileIO with the connection's adls.* properties:
     the endpoint for the account host and the shared key); its files read through pyarrow."""
-    from test_topology_s3 import _register
-
-    from airflow_lake_provider.hooks.lake import IcebergLakeHook
-
-    database = tmp_path_factory.mktemp("adlsoracle") / "catalog.db"
-    conn = azurite_server.sql_connection(f"sqlite:///{database}", f"oracle-{uuid.uuid4().hex[:8]}",
-                                         catalog_name=ADLS_CATALOG)
-    with pytest.MonkeyPatch.context() as patch:
-        patch.setenv("AIRFLOW_CONN_LAKE_ADLSORACLE", json.dumps(conn))
-        hook = IcebergLakeHook(lake_conn_id="lake_adlsoracle")
-        hook.catalog.create_namespace("oracle")
-        _register(spark, hook)
-    return hook, Where(ADLS_CATALOG, azurite_server.filesystem(), "adls")
+    return _oracle_lake(azurite_server, spark, tmp_path_factory, ADLS_CATALOG, "adls")
 
 
 @settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))

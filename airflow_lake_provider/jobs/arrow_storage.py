@@ -115,22 +115,25 @@ def _file_io_settings(io) -> tuple[dict[str, str], list[tuple[str, dict[str, str
 
 
 def _gcs_options(jtable, location: str) -> dict[str, Any]:
-    io = jtable.io()
-    name = str(io.getClass().getName())
-    if not name.endswith(_GCS_FILE_IOS):
-        raise UnreachableStorage(f"the table's FileIO on GCS is {io.getClass().getSimpleName()}: the Arrow rewriter "
-                                 "maps Iceberg's GCSFileIO settings only (not Hadoop's GCS connector)")
-    properties, credentials = _file_io_settings(io)
-    return gcs_options_from_file_io(properties, location, credentials)
+    return _file_io_options(jtable, location, _GCS_FILE_IOS, "GCS", "GCSFileIO", "Hadoop's GCS connector",
+                            gcs_options_from_file_io)
 
 
 def _adls_options(jtable, location: str) -> dict[str, Any]:
+    return _file_io_options(jtable, location, _ADLS_FILE_IOS, "ADLS", "ADLSFileIO", "Hadoop's ABFS connector",
+                            adls_options_from_file_io)
+
+
+def _file_io_options(jtable, location: str, file_ios: tuple[str, ...], store: str, file_io: str, connector: str,
+                     mapping) -> dict[str, Any]:
+    """The store's options from the table's FileIO settings (``mapping``), when the FileIO is Iceberg's own
+    for that store (``file_ios``: class name endings): another's settings are not mapped."""
     io = jtable.io()
-    if not str(io.getClass().getName()).endswith(_ADLS_FILE_IOS):
-        raise UnreachableStorage(f"the table's FileIO on ADLS is {io.getClass().getSimpleName()}: the Arrow rewriter "
-                                 "maps Iceberg's ADLSFileIO settings only (not Hadoop's ABFS connector)")
+    if not str(io.getClass().getName()).endswith(file_ios):
+        raise UnreachableStorage(f"the table's FileIO on {store} is {io.getClass().getSimpleName()}: the Arrow "
+                                 f"rewriter maps Iceberg's {file_io} settings only (not {connector})")
     properties, credentials = _file_io_settings(io)
-    return adls_options_from_file_io(properties, location, credentials)
+    return mapping(properties, location, credentials)
 
 
 def _s3_options(jtable, location: str) -> dict[str, Any]:
