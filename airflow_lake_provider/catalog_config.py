@@ -25,6 +25,9 @@ _SECRET_KEY = re.compile(r"(password|secret|token|credential|private|(access|acc
 
 
 HADOOP_FILE_IO = "org.apache.iceberg.hadoop.HadoopFileIO"
+#: Iceberg's own FileIO of an object store the Spark face reads without a Hadoop connector, and the package
+#: of its classes (in the store's bundle).
+_STORE_FILE_IOS = {"gcs": (GCS_FILE_IO, "org.apache.iceberg.gcp."), "adls": (ADLS_FILE_IO, "org.apache.iceberg.azure.")}
 S3_FILE_IO = "org.apache.iceberg.aws.s3.S3FileIO"
 S3A_FILE_SYSTEM = "org.apache.hadoop.fs.s3a.S3AFileSystem"
 S3_SCHEMES = ("s3", "s3a")
@@ -253,20 +256,25 @@ class CatalogConfig:
                 or props.get("rest.auth.type") == "sigv4" or str(props.get("rest.sigv4-enabled")).lower() == "true")
 
     @property
+    def _warehouse_store(self) -> str | None:
+        return store_of(str(self.warehouse)) if self.warehouse else None
+
+    def _spark_uses_file_io(self, store: str) -> bool:
+        """Whether the Spark face reads ``store`` through Iceberg's own FileIO for it (and so needs its bundle):
+        a warehouse on that store, or one of the FileIO's Iceberg classes named in the properties."""
+        package = _STORE_FILE_IOS[store][1]
+        return self._warehouse_store == store or any(
+            str(value).startswith(package) for value in self._merged_spark_properties().values())
+
+    @property
     def spark_uses_gcs(self) -> bool:
-        """Whether the Spark face reads GCS through Iceberg's ``GCSFileIO`` (and so needs iceberg-gcp-bundle):
-        a ``gs://`` warehouse, or one of Iceberg's GCP classes named in the properties."""
-        props = self._merged_spark_properties()
-        return (bool(self.warehouse) and store_of(str(self.warehouse)) == "gcs") or any(
-            str(value).startswith("org.apache.iceberg.gcp.") for value in props.values())
+        """``GCSFileIO`` (iceberg-gcp-bundle): a ``gs://`` warehouse, or Iceberg's GCP classes named."""
+        return self._spark_uses_file_io("gcs")
 
     @property
     def spark_uses_adls(self) -> bool:
-        """Whether the Spark face reads ADLS through Iceberg's ``ADLSFileIO`` (and so needs iceberg-azure-bundle):
-        an ``abfs[s]://`` warehouse, or one of Iceberg's Azure classes named in the properties."""
-        props = self._merged_spark_properties()
-        return (bool(self.warehouse) and store_of(str(self.warehouse)) == "adls") or any(
-            str(value).startswith("org.apache.iceberg.azure.") for value in props.values())
+        """``ADLSFileIO`` (iceberg-azure-bundle): an ``abfs[s]://`` warehouse, or Iceberg's Azure classes named."""
+        return self._spark_uses_file_io("adls")
 
     def _s3a_conf(self) -> dict[str, str]:
         """Hadoop S3A settings derived from the S3 properties (``spark.hadoop.*``; secrets included)."""
@@ -356,13 +364,10 @@ class CatalogConfig:
             # Unless the properties name a FileIO (S3FileIO: iceberg-aws-bundle is then added), Hadoop's
             # S3A reads s3:// and s3a:// alike, with the S3 settings PyIceberg uses (docs/connection.md).
             catalog["io-impl"] = HADOOP_FILE_IO
-        elif self.warehouse and store_of(str(self.warehouse)) == "gcs":
-            # The catalogs' default (HadoopFileIO) would need Hadoop's GCS connector; GCSFileIO reads the
-            # gcs.* properties PyIceberg reads.
-            catalog["io-impl"] = GCS_FILE_IO
-        elif self.warehouse and store_of(str(self.warehouse)) == "adls":
-            # The same for Azure: HadoopFileIO would need Hadoop's ABFS connector; ADLSFileIO reads adls.*.
-            catalog["io-impl"] = ADLS_FILE_IO
+        elif self._warehouse_store in _STORE_FILE_IOS:
+            # The catalogs' default (HadoopFileIO) would need Hadoop's GCS or ABFS connector; Iceberg's own
+            # FileIO reads the gcs.* or adls.* properties PyIceberg reads.
+            catalog["io-impl"] = _STORE_FILE_IOS[self._warehouse_store][0]
         catalog.update(self._merged_spark_properties())
         if catalog.get("io-impl") == S3_FILE_IO:
             catalog.update({k: v for k, v in self._s3_file_io_defaults(catalog).items() if k not in catalog})

@@ -1005,17 +1005,6 @@ def gcs_lake_for_the_oracle(fake_gcs_server, spark, tmp_path_factory):
     return _oracle_lake(fake_gcs_server, spark, tmp_path_factory, GCS_CATALOG, "gcs")
 
 
-@settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))
-@example(recipe=_written_by_pyiceberg(_v3_with_deletion_vectors()))
-@example(recipe=_written_by_pyiceberg(_deletes_of_every_kind()))
-@given(recipe=recipes().map(_written_by_pyiceberg))
-def test_on_gcs_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, gcs_lake_for_the_oracle, recipe):
-    """The same oracle on GCS: the Arrow rewriter reads and writes through pyarrow's GCS file system, set
-    up from the table's own GCSFileIO properties (``core/object_storage.py``), deletion vectors by byte ranges."""
-    hook, where = gcs_lake_for_the_oracle
-    run_oracle(spark, hook, "oracle", recipe, where)
-
-
 # ---- on ADLS -------------------------------------------------------------------------------------
 ADLS_CATALOG = "adlsoracle"
 
@@ -1028,12 +1017,14 @@ def adls_lake_for_the_oracle(azurite_server, spark, tmp_path_factory):
     return _oracle_lake(azurite_server, spark, tmp_path_factory, ADLS_CATALOG, "adls")
 
 
+@pytest.mark.parametrize("store", ["gcs", "adls"])
 @settings(_settings(), max_examples=EXAMPLES if EXPLORING else min(EXAMPLES, 1))
 @example(recipe=_written_by_pyiceberg(_v3_with_deletion_vectors()))
 @example(recipe=_written_by_pyiceberg(_deletes_of_every_kind()))
 @given(recipe=recipes().map(_written_by_pyiceberg))
-def test_on_adls_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, adls_lake_for_the_oracle, recipe):
-    """The same oracle on ADLS: the Arrow rewriter reads and writes through pyarrow's Azure file system, set
-    up from the table's own ADLSFileIO properties (``core/object_storage.py``), deletion vectors by byte ranges."""
-    hook, where = adls_lake_for_the_oracle
+def test_on_gcs_and_adls_the_rewrite_gives_every_reader_the_same_rows_as_icebergs(spark, request, store, recipe):
+    """The same oracle on GCS and on ADLS: the Arrow rewriter reads and writes through pyarrow's GCS or Azure file
+    system, set up from the table's own GCSFileIO or ADLSFileIO properties (``core/object_storage.py``), deletion
+    vectors by byte ranges."""
+    hook, where = request.getfixturevalue(f"{store}_lake_for_the_oracle")
     run_oracle(spark, hook, "oracle", recipe, where)

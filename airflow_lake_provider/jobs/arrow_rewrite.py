@@ -415,8 +415,7 @@ def write_on_executor(work: GroupWork) -> dict[str, Any]:
         import pyarrow.parquet  # noqa: F401 - the executors' Python must have it
     except ImportError:
         return {"unrewritable": "pyarrow is not installed in the Spark executors' Python"}
-    readers = 2 if work.storage.filesystem is None else 8  # this task's one core, kept busy while reads wait
-    with concurrent.futures.ThreadPoolExecutor(max_workers=readers) as pool:
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_reading_threads(work.storage, cores=1)) as pool:
         try:
             return {"files": write_files(work, pool)}
         except NotArrowRewritable as unrewritable:
@@ -538,12 +537,15 @@ def write_groups(spark, jtable, groups: list[Any], options: dict[str, str], *,
     return planned
 
 
+def _reading_threads(storage: Storage, cores: int) -> int:
+    """Threads reading files for ``cores`` cores: reads wait on the disk (or the network, more) as well as the
+    CPU, so more threads than cores keep both busy."""
+    return (2 if storage.filesystem is None else 8) * cores
+
+
 def _in_driver(planned: list[_Group], storage: Storage, concurrency: int) -> list[list[dict[str, Any]]]:
     """Each group written on a thread of the driver; every group finishes before the first error is raised."""
-    cores = os.cpu_count() or 2
-    # Reads wait on the disk (or the network) as well as the CPU: more threads than cores keep both busy.
-    readers = (2 if storage.filesystem is None else 8) * cores
-    with concurrent.futures.ThreadPoolExecutor(max_workers=readers) as reads, \
+    with concurrent.futures.ThreadPoolExecutor(max_workers=_reading_threads(storage, os.cpu_count() or 2)) as reads, \
             concurrent.futures.ThreadPoolExecutor(max_workers=concurrency) as groups_pool:
         futures = [groups_pool.submit(write_files, group.work, reads) for group in planned]
         concurrent.futures.wait(futures)

@@ -144,6 +144,11 @@ _AVRO = "org.apache.iceberg.shaded.org.apache.avro."
 _DELETED_ENTRY = 2
 
 
+def encrypted(jtable) -> bool:
+    """Whether the table's metadata files are encrypted: then only Iceberg's own readers (which decrypt) read them."""
+    return str(jtable.encryption().getClass().getName()) != "org.apache.iceberg.encryption.PlaintextEncryptionManager"
+
+
 def delete_file_records(jtable, snapshot) -> list[dict[str, Any]]:
     """The live delete files of ``snapshot`` as plain values, by the manifest's own field names (``file_path``,
     ``file_format``, ``referenced_data_file``, ``content_offset``, ``record_count``; more where read from the
@@ -168,7 +173,7 @@ def delete_file_records(jtable, snapshot) -> list[dict[str, Any]]:
 
 def _delete_manifest_texts(jtable, snapshot) -> list[str] | None:
     """Each delete manifest's entries as Avro's JSON, NUL-joined; ``None`` where that cannot be read."""
-    if str(jtable.encryption().getClass().getName()) != "org.apache.iceberg.encryption.PlaintextEncryptionManager":
+    if encrypted(jtable):
         return None
     io = jtable.io()
     try:
@@ -290,8 +295,7 @@ def all_manifests(jtable) -> Any:
     through copies of its snapshots."""
     snapshots = jtable.snapshots()
     lists = strings(java_class(jtable, "org.apache.iceberg.ReachableFileUtil").manifestListLocations(jtable))
-    plaintext = "org.apache.iceberg.encryption.PlaintextEncryptionManager"
-    if str(jtable.encryption().getClass().getName()) != plaintext or len(lists) != snapshots.size():
+    if encrypted(jtable) or len(lists) != snapshots.size():
         return manifests_of(jtable, [snapshots.get(i) for i in range(snapshots.size())], detached=True)
     manifest = java_class(jtable, "org.apache.iceberg.ManifestFile")
     types = java_class(jtable, "org.apache.iceberg.types.TypeUtil")

@@ -119,8 +119,11 @@ class Rewriter(Protocol):
     """One attempt of the data-file rewrite, planned from the table's current state and committed."""
 
     name: ClassVar[str]
-    #: Where the Parquet is read and written: ``driver`` (its threads) or ``executors`` (Spark's).
-    rewritten_by: str
+
+    @property
+    def rewritten_by(self) -> str:
+        """Where the Parquet is read and written: ``driver`` (its threads) or ``executors`` (Spark's)."""
+        ...
 
     def rewrite(self, scope: RewriteScope) -> AttemptOutcome: ...
 
@@ -257,7 +260,10 @@ class ArrowRewriter:
 
     def __init__(self, *, executors: bool = False) -> None:
         self.executors = executors
-        self.rewritten_by = "executors" if executors else "driver"
+
+    @property
+    def rewritten_by(self) -> str:
+        return "executors" if self.executors else "driver"
 
     def rewrite(self, scope: RewriteScope) -> AttemptOutcome:
         spark, jtable = scope.spark, scope.jtable
